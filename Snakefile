@@ -1,0 +1,33 @@
+# sforge: build images, grade submissions, aggregate scores.
+# Targets: all (default), images, grade, report; see README.md.
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: str(Path(workflow.basedir) / "config.yaml")
+
+
+validate(config, str(Path(workflow.basedir) / "sforge" / "config.schema.yaml"))
+
+
+include: "rules/common.smk"
+include: "rules/blobs.smk"
+include: "rules/images.smk"
+include: "rules/evaluate.smk"
+include: "rules/report.smk"
+
+
+localrules:
+    all,
+    images,
+    grade,
+
+
+rule all:
+    input:
+        rules.images.input,
+        rules.grade.input,
+        rules.report.output,

@@ -1,0 +1,24 @@
+# One judge run per eval key (judge tag, archive sha256, judge settings).
+
+
+rule evaluate:
+    input:
+        lambda w: ancient(str(P.sentinel(P.refs[w.task]["judge"]))),
+    output:
+        str(P.layout.root / "evals" / "{task}" / "{key}.json"),
+    wildcard_constraints:
+        key="[0-9a-f]{20}",
+        task=ids_regex(P.bench.tasks),
+    threads: lambda w: T.judge_threads(P, w.task)
+    resources:
+        mem_mb=lambda w: T.judge_mem_mb(P, w.task),
+        runtime=lambda w: T.judge_runtime_min(P, w.task),
+    group:
+        "judge"
+    run:
+        T.grade_target(P, wildcards.key)
+
+
+rule grade:
+    input:
+        [str(P.eval_path(t)) for t in P.evals.values()],

@@ -1,0 +1,34 @@
+"""sforge: a benchmark harness for AI-agent tasks.
+
+`from sforge import rescale` gives a callable: `rescale(table, raw)` is the 0–100 score of
+shared/spec/rescale.md. It is the `sforge.rescale` module itself, made callable, rather than
+the function re-exported under the module's name: a plain `from .rescale import rescale`
+here would replace the attribute `sforge.rescale` with the function, and then every
+`from . import rescale` (sforge/loader.py) would get the function instead of the module and
+fail on `.validate`. Both uses work this way; `sforge.rescale.rescale` is the plain function.
+"""
+
+from __future__ import annotations
+
+import types
+from importlib import metadata
+
+from . import rescale as _rescale_module
+
+try:
+    __version__ = metadata.version("sforge")
+except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.1.0"
+
+
+class _CallableModule(types.ModuleType):
+    """The rescale module, callable as its own `rescale(table, raw)`."""
+
+    def __call__(self, table, raw):  # type: ignore[no-untyped-def]
+        return self.rescale(table, raw)
+
+
+_rescale_module.__class__ = _CallableModule
+rescale = _rescale_module
+
+__all__ = ["__version__", "rescale"]

@@ -1,0 +1,183 @@
+"""Building one image target: blobs verified, a filtered context, a hash-stamped sentinel.
+
+The work build sees only environment/, the judge build environment/ and judge/: every
+byte a build can see is hashed, and the work image can never copy the hidden tests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import sys
+import tarfile
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import IO
+
+from .blobs import ensure_blob
+from .engine import BuildFailed, ContainerEngine
+from .errors import SforgeError
+from .fileio import atomic_write_json, read_json
+from .images import CONTEXT_DIRS, ImageRef, context_blobs
+from .pipeline import Pipeline
+
+LOG_TAIL = 25
+_COPY = re.compile(r"^\s*(COPY|ADD)\s+(.*)$", re.IGNORECASE)
+
+
+class ImageBuildError(SforgeError):
+    def __init__(self, ref: ImageRef, message: str, log: Path | None = None,
+                 tail: list[str] | None = None):
+        self.ref, self.log, self.tail = ref, log, tail or []
+        text = f"{ref.label} ({ref.tag}): {message}"
+        if self.tail:
+            text += "\n    " + "\n    ".join(self.tail)
+        if log:
+            text += f"\n  full log: {log}"
+        super().__init__(text)
+
+
+def _dockerfile_lines(path: Path) -> list[tuple[int, str]]:
+    """Logical lines (continuations joined) with the number of their first physical line."""
+    out, buf, start = [], "", 0
+    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not buf:
+            start = no
+        if line.rstrip().endswith("\\"):
+            buf += line.rstrip()[:-1] + " "
+            continue
+        out.append((start, buf + line))
+        buf = ""
+    if buf:
+        out.append((start, buf))
+    return out
+
+
+def judge_leaks(dockerfile: Path) -> list[str]:
+    """COPY/ADD lines of a work Dockerfile that reach into judge/ (hidden tests)."""
+    found = []
+    for no, line in _dockerfile_lines(dockerfile):
+        m = _COPY.match(line)
+        if not m:
+            continue
+        args = [a for a in m.group(2).split() if not a.startswith("--")]
+        if any(a.lstrip("./").startswith("judge") for a in args[:-1]):
+            found.append(f"{dockerfile}:{no}: {line.strip()}")
+    return found
+
+
+def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
+    """Fixed owner and mtime, so the context is the same on any clone."""
+    info = tar.gettarinfo(str(path), arcname=arcname)
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mtime = 0
+    if info.isreg():
+        with path.open("rb") as fh:
+            tar.addfile(info, fh)
+    else:
+        tar.addfile(info)
+
+
+def build_context(root: Path, dirs: tuple[str, ...] | None) -> IO[bytes]:
+    """A tar of `dirs` under `root` (all of `root` for None) in a spooled temporary file."""
+    fh = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 (returned open)
+    tops = [root / d for d in dirs] if dirs is not None else [root]
+    with tarfile.open(fileobj=fh, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for top in tops:
+            if not top.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(top):
+                dirnames.sort()
+                here = Path(dirpath)
+                if here != root:
+                    _add(tar, here, here.relative_to(root).as_posix())
+                links = [d for d in dirnames if (here / d).is_symlink()]
+                for name in sorted(filenames) + links:
+                    _add(tar, here / name, (here / name).relative_to(root).as_posix())
+    fh.seek(0)
+    return fh
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def make_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, *, force: bool = False,
+               present: set[str] | None = None, progress: IO[str] | None = None) -> dict:
+    """Make the sentinel of `ref`: reuse an image already under its tag, else build it."""
+    sentinel = pipe.sentinel(ref)
+    log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
+    exists = ref.tag in present if present is not None else engine.image_id(ref.tag) is not None
+    if exists and not force:
+        image_id = engine.image_id(ref.tag) or ""
+        record = {"tag": ref.tag, "image_id": image_id, "built_at": None, "reused": True,
+                  "log": str(log) if log.exists() else None, "kind": ref.kind,
+                  "name": ref.name, "digest": ref.digest, "recorded_at": _now()}
+        atomic_write_json(sentinel, record)
+        return record
+    progress = progress or sys.stderr
+    if ref.kind == "base":
+        root, dirs, dockerfile, platform = pipe.bench.bases[ref.name], None, "Dockerfile", None
+        buildargs: dict[str, str] = {}
+    else:
+        task = pipe.bench.tasks[ref.name]
+        root, dirs = task.dir, CONTEXT_DIRS.get(ref.kind)
+        dockerfile = f"{'environment' if ref.kind == 'work' else 'judge'}/Dockerfile"
+        platform = task.environment.platform
+        buildargs = {"BASE_IMAGE": ref.base.tag} if ref.base else {}
+        if ref.kind == "work":
+            leaks = judge_leaks(task.dir / "environment" / "Dockerfile")
+            if leaks:
+                raise ImageBuildError(ref, "the work image cannot see judge/ (its build context "
+                                      "is environment/ only, so hidden tests never leak):\n  "
+                                      + "\n  ".join(leaks))
+        for blob in context_blobs(task, ref.kind):
+            ensure_blob(pipe.bench, task, blob, pipe.cache)
+        pipe.cache.save()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    tail: deque[str] = deque(maxlen=LOG_TAIL)
+    started = time.monotonic()
+    context = build_context(root, dirs)
+    with log.open("w") as log_fh:
+        def on_line(line: str) -> None:
+            log_fh.write(line + "\n")
+            tail.append(line)
+            if line.startswith("Step ") or line.startswith("ERROR"):
+                print(f"  [{ref.kind} {ref.name}] {line}", file=progress, flush=True)
+
+        try:
+            image_id = engine.build(context, dockerfile, ref.tag, buildargs, platform, on_line)
+        except BuildFailed as exc:
+            hint = ""
+            if "judge" in str(exc) and ref.kind == "work":
+                hint = " (the work build sees only environment/)"
+            raise ImageBuildError(ref, f"build failed: {exc}{hint}", log, list(tail)) from None
+        finally:
+            context.close()
+    record = {"tag": ref.tag, "image_id": image_id, "built_at": _now(), "reused": False,
+              "log": str(log), "kind": ref.kind, "name": ref.name, "digest": ref.digest,
+              "build_seconds": round(time.monotonic() - started, 3)}
+    atomic_write_json(sentinel, record)
+    return record
+
+
+def read_sentinel(path: Path) -> dict | None:
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def drop_stale_sentinels(pipe: Pipeline, refs: list[ImageRef], present: set[str]) -> list[Path]:
+    """A sentinel must never lie: drop those whose image is gone, so they rebuild."""
+    dropped = []
+    for ref in refs:
+        path = pipe.sentinel(ref)
+        if ref.tag not in present and path.exists():
+            path.unlink()
+            dropped.append(path)
+    return dropped

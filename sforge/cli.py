@@ -1,0 +1,388 @@
+"""`sforge`: build images, grade archives, aggregate scores for a benchmark directory.
+
+Fast paths answer from the same targets the Snakefile declares (sentinels, result files)
+without starting Snakemake when nothing needs making: its import alone costs ~1 s here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import SforgeError
+
+EPILOG = """\
+benchmark: -b/--benchmark DIR, else $SFORGE_BENCHMARK, else edgebench/.
+results:   --results DIR (default results/); products go under <results>/<benchmark name>/.
+Plain Snakemake from the repository root makes the same targets: snakemake all|images|grade|report.
+"""
+
+
+def _config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    from .config import REPO_ROOT, load_config
+    from .model import DEFAULT_BENCHMARK
+
+    overrides = {"benchmark": args.benchmark, "results": args.results, **extra}
+    config = load_config(Path(args.config) if args.config else REPO_ROOT / "config.yaml",
+                         overrides)
+    if config["benchmark"] == DEFAULT_BENCHMARK and not Path(DEFAULT_BENCHMARK).is_dir():
+        config["benchmark"] = str(REPO_ROOT / DEFAULT_BENCHMARK)  # the bundled one
+    # Relative paths mean the user's working directory, never the repository's.
+    for key in ("benchmark", "results", "submissions"):
+        if config.get(key):
+            config[key] = str(Path(config[key]).expanduser().resolve())
+    return config
+
+
+def _pipeline(config: dict[str, Any]):
+    from .pipeline import get_pipeline
+
+    return get_pipeline(config)
+
+
+def _report_broken(pipe) -> int:
+    for err in pipe.bench.errors:
+        print(f"error: {err}", file=sys.stderr)
+    return len(pipe.bench.errors)
+
+
+def _workflow(args, config, targets, *, cores=None, quiet=False) -> bool:
+    from .workflow import Run, run
+
+    config = dict(config, verify_images=False)  # the CLI has checked them already
+    return run(Run(targets=[str(t) for t in targets], config=config,
+                   cores=cores or getattr(args, "jobs", 1) or 1,
+                   profile=getattr(args, "profile", None), quiet=quiet))
+
+
+# list ---------------------------------------------------------------------------------
+def cmd_list(args) -> int:
+    pipe = _pipeline(_config(args))
+    present = _present_tags(pipe, pipe.images(args.task), quiet=True)
+    rows = []
+    for task in pipe.tasks(args.task):
+        refs = pipe.refs[task.id]
+        base = pipe.bases.get(task.environment.base) if task.environment.base else None
+        built = [r for r in (base, refs["work"], refs["judge"]) if r]
+        state = "unknown" if present is None else (
+            "built" if all(pipe.sentinel(r).exists() and r.tag in present for r in built)
+            else "not built")
+        meta = ", ".join(f"{k}={v}" for k, v in sorted(task.metadata.items())
+                         if isinstance(v, str | int | float))
+        rows.append({"id": task.id, "name": task.name, "base": task.environment.base or "-",
+                     "metadata": meta, "work": refs["work"].tag, "judge": refs["judge"].tag,
+                     "state": state})
+    if args.json:
+        print(json.dumps({"benchmark": pipe.bench.name, "tasks": rows,
+                          "bases": {n: r.tag for n, r in pipe.bases.items()},
+                          "errors": [str(e) for e in pipe.bench.errors]}, indent=2))
+    else:
+        from tabulate import tabulate
+
+        print(f"benchmark {pipe.bench.name} ({pipe.bench.root}): {len(rows)} task(s)")
+        for name, ref in pipe.bases.items():
+            print(f"  base {name}: {ref.tag}")
+        print(tabulate(rows, headers="keys", tablefmt="simple") if rows else "(no tasks)")
+    return 1 if _report_broken(pipe) else 0
+
+
+def _present_tags(pipe, refs, quiet=False) -> set[str] | None:
+    from .errors import InfrastructureError
+    from .targets import engine
+
+    try:
+        return engine().existing_tags(r.tag for r in refs)
+    except InfrastructureError as exc:
+        if not quiet:
+            raise
+        print(f"warning: {exc}", file=sys.stderr)
+        return None
+
+
+# plan / build -------------------------------------------------------------------------
+def plan_images(pipe, refs, present: set[str] | None, force: bool) -> list[tuple[Any, str]]:
+    """(ref, reason) for every image that a build would make."""
+    out = []
+    for ref in refs:
+        sentinel = pipe.sentinel(ref)
+        if force:
+            out.append((ref, "forced"))
+        elif not sentinel.exists():
+            older = sorted(p.stem for p in sentinel.parent.glob("*.json")) \
+                if sentinel.parent.is_dir() else []
+            if present is not None and ref.tag in present:
+                out.append((ref, "image present, sentinel to record (no build)"))
+            elif older:
+                out.append((ref, f"new hash (was {', '.join(older[-3:])})"))
+            else:
+                out.append((ref, "never built"))
+        elif present is not None and ref.tag not in present:
+            out.append((ref, "image missing from the daemon"))
+    return out
+
+
+def cmd_plan(args) -> int:
+    pipe = _pipeline(_config(args))
+    refs = pipe.images(args.task)
+    present = _present_tags(pipe, refs, quiet=True)
+    todo = plan_images(pipe, refs, present, args.force)
+    for ref, reason in todo:
+        print(f"build {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
+    print(f"{len(todo)} of {len(refs)} image(s) to make"
+          + ("" if present is not None else " (daemon unreachable: image presence unknown)"))
+    return 1 if _report_broken(pipe) else 0
+
+
+def cmd_build(args) -> int:
+    from .build import drop_stale_sentinels, make_image, read_sentinel
+    from .targets import engine
+
+    pipe = _pipeline(_config(args, force=args.force))
+    broken = _report_broken(pipe)
+    refs = pipe.images(args.task)
+    present = _present_tags(pipe, refs)
+    drop_stale_sentinels(pipe, refs, present)
+    if args.force:
+        for ref in refs:
+            pipe.sentinel(ref).unlink(missing_ok=True)
+    todo = [r for r in refs if not pipe.sentinel(r).exists()]
+    for ref in todo:
+        if ref.tag in present and not args.force:  # same function the rule runs; no DAG needed
+            make_image(pipe, engine(), ref, present=present)
+    if any(not pipe.sentinel(r).exists() for r in todo):
+        print(f"sforge: {len(todo)} of {len(refs)} image(s) to make", file=sys.stderr)
+        _workflow(args, pipe.config, [pipe.sentinel(r) for r in refs])
+    failed = [r for r in todo if not pipe.sentinel(r).exists()]
+    for ref in failed:
+        log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
+        print(f"FAILED {ref.kind} {ref.name} ({ref.tag})", file=sys.stderr)
+        if log.exists():
+            for line in log.read_text(errors="replace").splitlines()[-15:]:
+                print(f"    {line}", file=sys.stderr)
+            print(f"  full log: {log}", file=sys.stderr)
+    built = [r for r in todo if r not in failed]
+    reused = sum(1 for r in built if (read_sentinel(pipe.sentinel(r)) or {}).get("reused"))
+    print(f"sforge: {len(refs)} image(s): {len(built) - reused} built, {reused} already present,"
+          f" {len(refs) - len(todo)} up to date, {len(failed)} failed"
+          + (f"; {broken} broken task(s)" if broken else ""))
+    return 1 if failed or broken else 0
+
+
+# eval / grade -------------------------------------------------------------------------
+def _ensure_judge(args, pipe, task_id: str) -> None:
+    """Make the judge image's sentinel (building base and judge first when needed)."""
+    from .build import drop_stale_sentinels
+
+    refs = pipe.images([task_id], kinds=("base", "judge"))
+    present = _present_tags(pipe, refs)
+    drop_stale_sentinels(pipe, refs, present)
+    if all(pipe.sentinel(r).exists() for r in refs):
+        return
+    if not _workflow(args, pipe.config, [pipe.sentinel(r) for r in refs], quiet=True) or \
+            not all(pipe.sentinel(r).exists() for r in refs):
+        raise SforgeError(f"cannot build the judge image of {task_id} "
+                          f"(see: sforge build --task {task_id})")
+
+
+def result_view(pipe, result, source: str) -> dict[str, Any]:
+    from .rescale import rescale
+
+    task = pipe.bench.tasks[result.task]
+    data = result.to_dict()
+    data["source"] = source
+    data["rescaled"] = rescale(task.score.rescale, result.score) if result.valid else None
+    data["direction"] = task.score.direction
+    return data
+
+
+def cmd_eval(args) -> int:
+    from .results import EvalResult
+    from .submissions import store_archive
+    from .targets import grade
+
+    pipe = _pipeline(_config(args))
+    task = pipe.bench.tasks.get(args.task)
+    if task is None:
+        _report_broken(pipe)
+        raise SforgeError(f"unknown or broken task {args.task!r}")
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if args.archive == "-":
+        sub = store_archive(pipe.layout.store, args.source, task.id, sys.stdin.buffer, now)
+    else:
+        path = Path(args.archive)
+        if not path.is_file():
+            raise SforgeError(f"{path}: archive not found")
+        with path.open("rb") as fh:
+            sub = store_archive(pipe.layout.store, args.source, task.id, fh, now)
+    if args.timeout:
+        task = dataclasses.replace(task, judge=dataclasses.replace(task.judge,
+                                                                   timeout_sec=args.timeout))
+    target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
+    out = pipe.eval_path(target)
+    if out.exists():
+        result = EvalResult.read(out)
+        print(f"sforge: already graded ({out})", file=sys.stderr)
+    else:
+        _ensure_judge(args, pipe, task.id)
+        result = grade(pipe, target)
+    view = result_view(pipe, result, args.source)
+    if args.json:
+        print(json.dumps(view))
+    else:
+        verdict = "valid" if result.valid else "INVALID"
+        rescaled = view["rescaled"]
+        print(f"{task.id}: {verdict} score={result.score} rescaled="
+              f"{'-' if rescaled is None else f'{rescaled:.2f}'}  {result.summary}")
+        if result.reason:
+            print(f"  reason: {result.reason}")
+        for rej in result.rejected:
+            print(f"  rejected {rej.path}: {rej.reason}")
+        print(f"  result: {out}\n  log: {result.log}")
+    return 0
+
+
+def cmd_grade(args) -> int:
+    pipe = _pipeline(_config(args))
+    broken = _report_broken(pipe)
+    records = pipe.records(args.task)
+    paths = sorted({p for _, p in records})
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        print(f"sforge: {len(missing)} of {len(paths)} result(s) to grade", file=sys.stderr)
+        _prepare_images(pipe, args.task)
+        _workflow(args, pipe.config, missing)
+    still = [p for p in missing if not p.exists()]
+    print(f"sforge: {len(records)} submission(s), {len(paths)} distinct: "
+          f"{len(paths) - len(missing)} up to date, {len(missing) - len(still)} graded, "
+          f"{len(still)} failed")
+    return 1 if still or broken else 0
+
+
+def _prepare_images(pipe, ids) -> None:
+    from .build import drop_stale_sentinels
+
+    refs = pipe.images(ids, kinds=("base", "judge"))
+    drop_stale_sentinels(pipe, refs, _present_tags(pipe, refs))
+
+
+def cmd_report(args) -> int:
+    from .scores import leaderboard_text
+
+    pipe = _pipeline(_config(args))
+    broken = _report_broken(pipe)
+    _prepare_images(pipe, None)
+    ok = _workflow(args, pipe.config, [pipe.layout.report])
+    if pipe.layout.leaderboard.exists():
+        print(leaderboard_text(pipe.layout.leaderboard))
+        print(f"\nreport: {pipe.layout.report}")
+    return 0 if ok and not broken else 1
+
+
+def cmd_check(args) -> int:
+    from .check import check_benchmark, format_findings
+
+    config = _config(args)
+    findings = check_benchmark(Path(config["benchmark"]))
+    if findings:
+        print(format_findings(findings))
+    errors = [f for f in findings if f.severity == "error"]
+    print(f"sforge check: {len(errors)} error(s), {len(findings) - len(errors)} warning(s)")
+    return 1 if errors else 0
+
+
+# parser -------------------------------------------------------------------------------
+def _add(sub, name: str, func: Callable, help_: str, desc: str | None = None):
+    p = sub.add_parser(name, help=help_, description=desc or help_,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(func=func)
+    return p
+
+
+def _task_opt(p, help_="only these task ids (repeatable; default: all)") -> None:
+    p.add_argument("--task", "-t", action="append", metavar="ID", help=help_)
+
+
+def _jobs_opt(p) -> None:
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="jobs at once (cores for judges; default 1)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="run through a Snakemake profile (e.g. profiles/slurm)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sforge", description=__doc__.splitlines()[0], epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-b", "--benchmark", metavar="DIR",
+                        help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
+    parser.add_argument("--results", metavar="DIR", help="results root (default: results/)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="config file (default: config.yaml of the sforge repository)")
+    parser.add_argument("--version", action="version", version=f"sforge {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = _add(sub, "list", cmd_list, "list tasks: id, name, base, metadata, tags, built or not")
+    _task_opt(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = _add(sub, "plan", cmd_plan, "show what a build would make and why; builds nothing")
+    _task_opt(p)
+    p.add_argument("--force", action="store_true", help="plan as if --force were given")
+
+    p = _add(sub, "build", cmd_build, "build base, work and judge images under content tags",
+             "Build base, work and judge images under content-hash tags. An image already\n"
+             "present under its tag is not rebuilt; exit 0 only if every image is made.\n"
+             "Per-image logs: <results>/<bench>/logs/build/.")
+    _task_opt(p)
+    p.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    _jobs_opt(p)
+
+    p = _add(sub, "eval", cmd_eval, "grade one archive with the task's judge",
+             "Grade one .tar/.tar.gz archive in a fresh judge container. The archive is\n"
+             "stored by sha256 under <results>/<bench>/submissions/; an archive already\n"
+             "graded by the same judge and settings is not graded again.")
+    p.add_argument("--task", "-t", required=True, metavar="ID")
+    p.add_argument("--archive", "-a", required=True, metavar="PATH|-",
+                   help="the submission archive, or - for standard input")
+    p.add_argument("--json", action="store_true",
+                   help="print exactly one JSON object on stdout (logs go to stderr)")
+    p.add_argument("--source", default="manual", help="who submitted it (default: manual)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="judge wall clock in seconds (default: [judge] timeout_sec)")
+
+    p = _add(sub, "grade", cmd_grade, "grade every archive of the submissions directory",
+             "Grade <submissions>/<source>/<task>/<name>.tar.gz (optional sidecar\n"
+             "<name>.json: submitted_at, elapsed_s, agent, model) and the store of\n"
+             "`sforge eval`. Only new (archive, judge, settings) pairs are graded.")
+    _task_opt(p)
+    _jobs_opt(p)
+
+    p = _add(sub, "report", cmd_report,
+             "grade what is pending, then make scores.csv, best.csv, leaderboard, report.html")
+    _jobs_opt(p)
+
+    _add(sub, "check", cmd_check, "check the benchmark against edgebench/tasks/SCHEMA.md rules")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SforgeError as exc:
+        print(f"sforge: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

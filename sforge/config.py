@@ -1,0 +1,62 @@
+"""config.yaml, validated against config.schema.yaml, with CLI and environment overrides."""
+
+from __future__ import annotations
+
+import functools
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from .errors import SforgeError
+from .model import DEFAULT_BENCHMARK
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULTS: dict[str, Any] = {
+    "benchmark": DEFAULT_BENCHMARK,
+    "results": "results",
+    "submissions": None,
+    "tasks": None,
+    "registry": None,
+    "push": False,
+    "verify_images": True,
+    "force": False,
+    "archive_limits": {"max_members": 10_000, "max_bytes": 1 << 30},
+    "budgets_hours": [2, 4, 6, 8, 10, 12],
+}
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    return yaml.safe_load(resources.files("sforge").joinpath("config.schema.yaml").read_text())
+
+
+def validate(config: dict[str, Any], source: str = "config") -> None:
+    errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(config))
+    if errors:
+        err = errors[0]
+        field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise SforgeError(f"{source}: [{field}] {err.message}")
+
+
+def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None,
+                env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Defaults < config.yaml < environment (SFORGE_BENCHMARK, SFORGE_REGISTRY) < overrides."""
+    env = os.environ if env is None else env
+    config = dict(DEFAULTS)
+    if path is not None and path.is_file():
+        data = yaml.safe_load(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise SforgeError(f"{path}: expected a mapping of settings")
+        validate(data, str(path))
+        config.update(data)
+    if env.get("SFORGE_BENCHMARK"):
+        config["benchmark"] = env["SFORGE_BENCHMARK"]
+    if env.get("SFORGE_REGISTRY"):
+        config["registry"] = env["SFORGE_REGISTRY"]
+    config.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    validate(config, "configuration")
+    return config

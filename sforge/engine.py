@@ -1,0 +1,109 @@
+"""The container engine sforge talks to: one interface, one Docker implementation.
+
+Everything above this module speaks of tags and build contexts; only here do Docker's API
+and its errors appear, turned into InfrastructureError with a message that names the image.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from typing import IO
+
+from .errors import InfrastructureError, SforgeError
+
+
+class BuildFailed(SforgeError):
+    """The Dockerfile itself failed (a task problem, not infrastructure)."""
+
+
+class ContainerEngine(ABC):
+    @abstractmethod
+    def existing_tags(self, tags: Iterable[str]) -> set[str]:
+        """Which of `tags` the daemon holds, in one call."""
+
+    @abstractmethod
+    def image_id(self, tag: str) -> str | None: ...
+
+    @abstractmethod
+    def build(self, context: IO[bytes], dockerfile: str, tag: str, buildargs: dict[str, str],
+              platform: str | None, on_line: Callable[[str], None]) -> str:
+        """Build from a tar context; return the image id. Raises BuildFailed."""
+
+
+class DockerEngine(ContainerEngine):
+    def __init__(self, client=None):
+        self._client = client
+
+    @functools.cached_property
+    def client(self):
+        if self._client is not None:
+            return self._client
+        import docker  # imported late: `sforge list` and the Snakefile parse need no daemon
+
+        try:
+            client = docker.from_env(version="auto", timeout=600)
+            client.ping()
+        except Exception as exc:  # docker raises several unrelated types here
+            raise InfrastructureError(
+                f"cannot reach the Docker daemon ({exc}); is dockerd running and "
+                "DOCKER_HOST right?") from None
+        return client
+
+    def existing_tags(self, tags: Iterable[str]) -> set[str]:
+        wanted = set(tags)
+        if not wanted:
+            return set()
+        try:
+            images = self.client.api.images()
+        except Exception as exc:
+            raise InfrastructureError(f"cannot list images: {exc}") from None
+        present = {t for img in images for t in (img.get("RepoTags") or [])}
+        return wanted & present
+
+    def image_id(self, tag: str) -> str | None:
+        import docker.errors
+
+        try:
+            return self.client.api.inspect_image(tag)["Id"]
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(f"cannot inspect image {tag}: {exc}") from None
+
+    def build(self, context, dockerfile, tag, buildargs, platform, on_line):
+        import docker.errors
+
+        kwargs = {"platform": platform} if platform else {}
+        try:
+            stream = self.client.api.build(fileobj=context, custom_context=True,
+                                           dockerfile=dockerfile, tag=tag, buildargs=buildargs,
+                                           rm=True, forcerm=True, decode=False, **kwargs)
+            image_id = None
+            error = None
+            for chunk in stream:
+                for raw in chunk.decode(errors="replace").splitlines():
+                    if not raw.strip():
+                        continue
+                    try:
+                        item = json.loads(raw)
+                    except ValueError:
+                        on_line(raw)
+                        continue
+                    if "stream" in item:
+                        for line in item["stream"].splitlines():
+                            on_line(line)
+                    if "aux" in item and "ID" in item["aux"]:
+                        image_id = item["aux"]["ID"]
+                    if "error" in item:
+                        error = item["error"].strip()
+                        on_line(f"ERROR: {error}")
+        except docker.errors.APIError as exc:
+            raise InfrastructureError(f"building {tag}: Docker API error: {exc}") from None
+        except OSError as exc:
+            raise InfrastructureError(f"building {tag}: lost the Docker daemon: {exc}") from None
+        if error:
+            raise BuildFailed(error)
+        return image_id or self.image_id(tag) or ""

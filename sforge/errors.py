@@ -1,0 +1,25 @@
+"""Errors that reach the user: each says where (file, field) and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class SforgeError(Exception):
+    """An error with a message fit for the terminal; the CLI prints it and exits non-zero."""
+
+
+class DefinitionError(SforgeError):
+    """Bad benchmark or task definition: names the file, the field and what is expected."""
+
+    def __init__(self, path: Path | str, field: str | None, message: str, task: str | None = None):
+        self.path = Path(path)
+        self.field = field
+        self.message = message
+        self.task = task
+        where = f"{path}" + (f": [{field}]" if field else "")
+        super().__init__(f"{where}: {message}")
+
+
+class InfrastructureError(SforgeError):
+    """Docker daemon, registry or disk trouble: never a verdict, never a result file."""

@@ -1,0 +1,67 @@
+"""Where every product lives under <results>/<benchmark name>/: one place, so that the CLI,
+the Snakefile and the cluster jobs agree on every path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+IMAGE_KINDS = ("base", "work", "judge")
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: Path  # <results>/<benchmark name>
+
+    @classmethod
+    def for_benchmark(cls, results: Path | str, bench_name: str) -> Layout:
+        return cls(Path(results) / bench_name)
+
+    # images -----------------------------------------------------------------
+    def sentinel(self, kind: str, name: str, digest: str) -> Path:
+        """Hash-stamped: a new content hash is a new target, an old one is no longer asked for."""
+        return self.root / "images" / kind / name / f"{digest}.json"
+
+    def build_log(self, kind: str, name: str, digest: str) -> Path:
+        return self.root / "logs" / "build" / kind / f"{name}-{digest}.log"
+
+    # grading ----------------------------------------------------------------
+    def eval_result(self, task: str, key: str) -> Path:
+        return self.root / "evals" / task / f"{key}.json"
+
+    def eval_log(self, task: str, key: str) -> Path:
+        return self.root / "evals" / task / f"{key}.log"
+
+    @property
+    def store(self) -> Path:
+        """Archives given to `sforge eval`, by source and task, named by their sha256."""
+        return self.root / "submissions"
+
+    # tables -----------------------------------------------------------------
+    @property
+    def scores(self) -> Path:
+        return self.root / "scores.csv"
+
+    @property
+    def best(self) -> Path:
+        return self.root / "best.csv"
+
+    @property
+    def leaderboard(self) -> Path:
+        return self.root / "leaderboard.csv"
+
+    @property
+    def leaderboard_md(self) -> Path:
+        return self.root / "leaderboard.md"
+
+    @property
+    def budgets(self) -> Path:
+        return self.root / "budgets.csv"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def cache(self) -> Path:
+        return self.root / ".cache"

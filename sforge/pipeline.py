@@ -1,0 +1,151 @@
+"""Everything the DAG needs, computed once per process from config: the loaded benchmark,
+image refs and their sentinels, submissions and their eval keys.
+
+The Snakefile, the CLI's fast paths and `sforge plan` all read these same targets, so
+there is one truth about what exists and what must be made. It makes no Docker calls:
+cluster jobs re-parse the Snakefile and must stay cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import REPO_ROOT
+from .errors import SforgeError
+from .hashing import HashCache
+from .images import ImageRef, base_ref, task_refs
+from .layout import Layout
+from .loader import load_benchmark
+from .model import Benchmark, Task
+from .results import eval_key
+from .submissions import Submission, discover
+
+
+@dataclass(frozen=True)
+class EvalTarget:
+    key: str
+    task: str
+    sha256: str
+    archive: Path
+    judge: ImageRef
+    spec: Task  # the task as graded (its judge settings are part of the key)
+
+
+@dataclass
+class Pipeline:
+    config: dict[str, Any]
+    bench: Benchmark
+    layout: Layout
+    cache: HashCache
+    bases: dict[str, ImageRef] = field(default_factory=dict)
+    refs: dict[str, dict[str, ImageRef]] = field(default_factory=dict)
+    _submissions: list[Submission] | None = None
+
+    # construction ---------------------------------------------------------------
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Pipeline:
+        bench_dir = resolve(config["benchmark"])
+        bench = load_benchmark(bench_dir)
+        layout = Layout.for_benchmark(resolve(config["results"]), bench.name)
+        cache = HashCache(layout.cache / "hashes.json")
+        pipe = cls(config, bench, layout, cache)
+        for name in bench.bases:
+            pipe.bases[name] = base_ref(bench, name, cache)
+        for task in bench.tasks.values():
+            pipe.refs[task.id] = task_refs(bench, task, cache, pipe.bases)
+        cache.save()
+        return pipe
+
+    # selection ------------------------------------------------------------------
+    def tasks(self, ids: list[str] | None = None) -> list[Task]:
+        ids = ids if ids is not None else self.config.get("tasks")
+        if ids:
+            unknown = [i for i in ids if i not in self.bench.tasks]
+            broken = {getattr(e, "task", None) for e in self.bench.errors}
+            missing = [i for i in unknown if i not in broken]
+            if missing:
+                raise SforgeError(f"unknown task(s): {', '.join(missing)} "
+                                  f"(see `sforge list -b {self.bench.root}`)")
+        return self.bench.select(ids)
+
+    def images(self, ids: list[str] | None = None, kinds=("base", "work", "judge")
+               ) -> list[ImageRef]:
+        """Refs to build for the selected tasks, bases first, each once."""
+        tasks = self.tasks(ids)
+        out: list[ImageRef] = []
+        if "base" in kinds:
+            used = sorted({t.environment.base for t in tasks if t.environment.base})
+            out += [self.bases[b] for b in used]
+        out += [self.refs[t.id][k] for t in tasks for k in ("work", "judge") if k in kinds]
+        return out
+
+    def sentinel(self, ref: ImageRef) -> Path:
+        return self.layout.sentinel(ref.kind, ref.name, ref.digest)
+
+    def ref_for(self, kind: str, name: str) -> ImageRef:
+        return self.bases[name] if kind == "base" else self.refs[name][kind]
+
+    # grading --------------------------------------------------------------------
+    @property
+    def submissions_dir(self) -> Path:
+        configured = self.config.get("submissions")
+        return resolve(configured) if configured else self.bench.root / "submissions"
+
+    def submissions(self) -> list[Submission]:
+        if self._submissions is None:
+            found = discover([self.submissions_dir, self.layout.store], self.cache)
+            self.cache.save()
+            self._submissions = [s for s in found if s.task in self.bench.tasks]
+        return self._submissions
+
+    def eval_target(self, task_id: str, sha256: str, archive: Path,
+                    task: Task | None = None) -> EvalTarget:
+        """`task` overrides the loaded one (e.g. another timeout); the key follows it."""
+        task = task or self.bench.tasks[task_id]
+        judge = self.refs[task_id]["judge"]
+        key = eval_key(judge.tag, sha256, task.judge_settings())
+        return EvalTarget(key, task_id, sha256, archive, judge, task)
+
+    @functools.cached_property
+    def evals(self) -> dict[str, EvalTarget]:
+        """Eval targets by key; identical archives from several sources share one."""
+        out: dict[str, EvalTarget] = {}
+        for sub in sorted(self.submissions(), key=lambda s: str(s.path)):
+            target = self.eval_target(sub.task, sub.sha256, sub.path)
+            out.setdefault(target.key, target)
+        return out
+
+    def eval_path(self, target: EvalTarget) -> Path:
+        return self.layout.eval_result(target.task, target.key)
+
+    def records(self, ids: list[str] | None = None) -> list[tuple[Submission, Path]]:
+        """Each submission of the selected tasks with the result file that grades it."""
+        wanted = {t.id for t in self.tasks(ids)}
+        return [(s, self.eval_path(self.eval_target(s.task, s.sha256, s.path)))
+                for s in self.submissions() if s.task in wanted]
+
+    def describe(self) -> str:
+        return json.dumps({"benchmark": str(self.bench.root), "results": str(self.layout.root)})
+
+
+def resolve(path: str | Path) -> Path:
+    """Relative paths are taken from the working directory, as a user typing them means."""
+    return Path(path).expanduser().resolve()
+
+
+_CACHE: dict[str, Pipeline] = {}
+
+
+def get_pipeline(config: dict[str, Any]) -> Pipeline:
+    """One Pipeline per process and config: the CLI and the Snakefile it runs share it."""
+    key = json.dumps(config, sort_keys=True, default=str)
+    if key not in _CACHE:
+        _CACHE[key] = Pipeline.from_config(config)
+    return _CACHE[key]
+
+
+__all__ = ["EvalTarget", "Pipeline", "get_pipeline", "resolve", "REPO_ROOT"]

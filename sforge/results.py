@@ -1,0 +1,68 @@
+"""The eval result: the one record a judge run leaves under <results>/<bench>/evals/.
+
+Only a grader's verdict becomes a result (valid or invalid, with a reason); infrastructure
+failures raise instead, so no file is written and the next run retries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .fileio import atomic_write_json, read_json
+
+
+def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any]) -> str:
+    """Same key, same result: judge image, archive bytes and the judge's runtime settings."""
+    blob = json.dumps({"judge": judge_tag, "submission": submission_sha256,
+                       "settings": settings}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+@dataclass
+class Rejected:
+    path: str
+    reason: str
+
+
+@dataclass
+class EvalResult:
+    task: str
+    submission: str  # sha256 of the archive bytes
+    key: str
+    valid: bool
+    score: float | None
+    summary: str
+    details: list[Any] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None  # why sforge found it invalid (timeout, no result.json, …)
+    timed_out: bool = False
+    oom_killed: bool = False
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    started_at: str = ""
+    finished_at: str = ""
+    judge_image: str = ""
+    judge_settings: dict[str, Any] = field(default_factory=dict)
+    rejected: list[Rejected] = field(default_factory=list)
+    sforge_version: str = ""
+    log: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        data = dict(data)
+        data["rejected"] = [Rejected(**r) for r in data.get("rejected", [])]
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def write(self, path: Path) -> None:
+        atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def read(cls, path: Path) -> EvalResult:
+        return cls.from_dict(read_json(path))

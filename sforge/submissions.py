@@ -1,0 +1,96 @@
+"""Submission archives: the batch directory <submissions>/<source>/<task>/<name>.tar.gz
+(with an optional sidecar <name>.json) and the store that `sforge eval` fills."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .errors import SforgeError
+from .hashing import HashCache
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+SIDECAR_FIELDS = ("submitted_at", "elapsed_s", "agent", "model")
+
+
+@dataclass(frozen=True)
+class Submission:
+    source: str        # who submitted: a run id, an agent, or "manual"
+    task: str
+    name: str          # archive file name without its suffix
+    path: Path
+    sha256: str
+    submitted_at: str | None = None  # ISO 8601
+    elapsed_s: float | None = None   # agent time when it was submitted (for time budgets)
+    agent: str | None = None
+    model: str | None = None
+
+
+def split_archive_name(filename: str) -> str | None:
+    """'run1.tar.gz' → 'run1'; None when the file is not an archive by name."""
+    for suffix in ARCHIVE_SUFFIXES:
+        if filename.endswith(suffix) and len(filename) > len(suffix):
+            return filename[: -len(suffix)]
+    return None
+
+
+def _sidecar(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise SforgeError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise SforgeError(f"{path}: expected a JSON object with {', '.join(SIDECAR_FIELDS)}")
+    out = {k: data.get(k) for k in SIDECAR_FIELDS}
+    if out["elapsed_s"] is not None and not isinstance(out["elapsed_s"], int | float):
+        raise SforgeError(f"{path}: [elapsed_s] expected a number of seconds")
+    return out
+
+
+def discover(roots: list[Path], cache: HashCache) -> list[Submission]:
+    """Archives under each root as <source>/<task>/<name>.tar[.gz]; hashes come from the cache."""
+    found: list[Submission] = []
+    for root in roots:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.glob("*/*/*")):
+            name = split_archive_name(path.name)
+            if name is None or not path.is_file():
+                continue
+            meta = _sidecar(path.with_name(f"{name}.json"))
+            found.append(Submission(source=path.parent.parent.name, task=path.parent.name,
+                                    name=name, path=path.resolve(),
+                                    sha256=cache.sha256(path), **meta))
+    return found
+
+
+def store_archive(store: Path, source: str, task: str, src: BinaryIO,
+                  submitted_at: str) -> Submission:
+    """Copy an archive into the store under its sha256 (content-addressed), with a sidecar."""
+    import hashlib
+    import tempfile
+
+    from .fileio import atomic_write_json
+
+    folder = store / source / task
+    folder.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".incoming.", delete=False) as tmp:
+        head = b""
+        while chunk := src.read(1 << 20):
+            head = head or chunk[:2]
+            h.update(chunk)
+            tmp.write(chunk)
+    sha = h.hexdigest()
+    suffix = ".tar.gz" if head == b"\x1f\x8b" else ".tar"
+    path = folder / f"{sha}{suffix}"
+    Path(tmp.name).replace(path)
+    sidecar = path.with_name(f"{sha}.json")
+    if not sidecar.exists():  # the first submission time stands
+        atomic_write_json(sidecar, {"submitted_at": submitted_at})
+    return Submission(source=source, task=task, name=sha, path=path.resolve(), sha256=sha,
+                      submitted_at=submitted_at)

@@ -1,0 +1,134 @@
+"""The functions Snakemake rules call, one per rule; the CLI's fast paths call the same ones.
+
+No business logic lives in .smk files and none is written twice between CLI and rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+from pathlib import Path
+
+from .build import drop_stale_sentinels, make_image
+from .engine import DockerEngine
+from .errors import InfrastructureError, SforgeError
+from .pipeline import EvalTarget, Pipeline
+from .results import EvalResult
+from .units import memory_mb
+
+
+@functools.cache
+def engine() -> DockerEngine:
+    return DockerEngine()
+
+
+# images -----------------------------------------------------------------------------
+def make_image_target(pipe: Pipeline, kind: str, name: str, digest: str) -> dict:
+    ref = pipe.ref_for(kind, name)
+    if ref.digest != digest:
+        raise SforgeError(f"{kind} {name}: asked for hash {digest} but its files now hash to "
+                          f"{ref.digest}; the benchmark changed while planning, run again")
+    return make_image(pipe, engine(), ref, force=bool(pipe.config.get("force")))
+
+
+def verify_sentinels(pipe: Pipeline) -> list[Path]:
+    """Drop sentinels whose image is gone from the daemon (called before planning)."""
+    refs = pipe.images(None)
+    present = engine().existing_tags(r.tag for r in refs)
+    return drop_stale_sentinels(pipe, refs, present)
+
+
+# grading ----------------------------------------------------------------------------
+def judge_threads(pipe: Pipeline, task_id: str) -> int:
+    return max(1, math.ceil(pipe.bench.tasks[task_id].judge.cpus))
+
+
+def judge_mem_mb(pipe: Pipeline, task_id: str) -> int:
+    return memory_mb(pipe.bench.tasks[task_id].judge.memory)
+
+
+def judge_runtime_min(pipe: Pipeline, task_id: str) -> int:
+    """Cluster wall clock: the judge timeout plus a margin for start-up and image pulls."""
+    return math.ceil(pipe.bench.tasks[task_id].judge.timeout_sec / 60) + 5
+
+
+def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
+    """Run the judge on one archive and write its result file atomically."""
+    from .archive import ArchiveLimits
+    from .judge import run_judge
+
+    task = target.spec
+    actual = pipe.cache.sha256(target.archive)
+    if actual != target.sha256:
+        raise SforgeError(f"{target.archive} changed since planning (sha256 {actual}); "
+                          "run again")
+    eng = engine()
+    if eng.image_id(target.judge.tag) is None:
+        raise InfrastructureError(f"judge image {target.judge.tag} is not in the Docker daemon "
+                                  f"(build it: sforge build --task {task.id})")
+    limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
+    log = pipe.layout.eval_log(task.id, target.key)
+    result = run_judge(eng.client, target.judge.tag, task, target.archive, limits=limits,
+                       log_path=log)
+    result.key = target.key
+    result.submission = target.sha256
+    result.judge_image = target.judge.tag
+    result.log = str(log)
+    result.write(pipe.eval_path(target))
+    return result
+
+
+def grade_target(pipe: Pipeline, key: str) -> EvalResult:
+    target = pipe.evals.get(key)
+    if target is None:
+        raise SforgeError(f"no submission has eval key {key}")
+    return grade(pipe, target)
+
+
+def warn(message: str) -> None:
+    print(f"sforge: {message}", file=sys.stderr)
+
+
+# blobs ------------------------------------------------------------------------------
+def blob_paths(pipe: Pipeline, task_id: str, kind: str) -> list[Path]:
+    from .images import context_blobs
+
+    task = pipe.bench.tasks[task_id]
+    return [task.dir / b.path for b in context_blobs(task, kind)]
+
+
+def fetch_blob_target(pipe: Pipeline, task_id: str, blob) -> Path:
+    from .blobs import ensure_blob
+
+    path = ensure_blob(pipe.bench, pipe.bench.tasks[task_id], blob, pipe.cache)
+    pipe.cache.save()
+    return path
+
+
+# tables -----------------------------------------------------------------------------
+def write_scores_target(pipe: Pipeline) -> None:
+    from .scores import write_scores
+
+    write_scores(pipe.bench, pipe.records(), pipe.layout.scores)
+
+
+def write_best_target(pipe: Pipeline) -> None:
+    from .scores import write_best
+
+    write_best(pipe.bench, pipe.layout.scores, pipe.layout.best)
+
+
+def write_leaderboard_target(pipe: Pipeline) -> None:
+    from .scores import write_leaderboard
+
+    lay = pipe.layout
+    write_leaderboard(pipe.bench, lay.best, lay.scores, lay.leaderboard, lay.leaderboard_md,
+                      lay.budgets, [float(h) for h in pipe.config.get("budgets_hours", [])])
+
+
+def write_report_target(pipe: Pipeline) -> None:
+    from .report import write_report
+
+    lay = pipe.layout
+    write_report(pipe.bench, lay.scores, lay.best, lay.leaderboard, lay.budgets, lay.report)

@@ -1,0 +1,107 @@
+"""The one module that talks to Snakemake. Its Python API moves between minor versions;
+everything else in sforge calls `run` and stays put when it does.
+
+Local runs use the in-process API (no second interpreter; `run:` jobs in threads). A
+profile (SLURM, Kubernetes) is a Snakemake CLI concept, so `--profile` runs the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .config import REPO_ROOT
+from .errors import SforgeError
+
+SNAKEFILE = REPO_ROOT / "Snakefile"
+RERUN_TRIGGERS = ("mtime", "input")  # never code/params: upgrading sforge rebuilds nothing
+
+
+@dataclass
+class Run:
+    targets: list[str]
+    config: dict[str, Any]
+    cores: int = 1
+    dryrun: bool = False
+    keep_going: bool = True
+    profile: str | None = None
+    quiet: bool = False
+    extra_args: list[str] = field(default_factory=list)
+
+
+def _memory_mb() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+
+
+def run(job: Run) -> bool:
+    """Make `job.targets`; True when every target was made."""
+    if not SNAKEFILE.is_file():
+        raise SforgeError(f"Snakefile not found at {SNAKEFILE}: install sforge from its "
+                          "repository (pip install -e .)")
+    if job.profile:
+        return _run_cli(job)
+    return _run_api(job)
+
+
+def _run_api(job: Run) -> bool:
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.enums import Quietness
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        ExecutionSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    quiet = {Quietness.PROGRESS, Quietness.RULES, Quietness.HOST} if job.quiet else {
+        Quietness.HOST}
+    try:
+        with SnakemakeApi(OutputSettings(quiet=quiet, dryrun=job.dryrun)) as api:
+            wf = api.workflow(
+                resource_settings=ResourceSettings(
+                    cores=job.cores, resources={"mem_mb": _memory_mb(), "docker_builds": 2}),
+                config_settings=ConfigSettings(config=job.config),
+                storage_settings=StorageSettings(),
+                snakefile=SNAKEFILE,
+                workdir=Path(job.config["results"]).resolve(),
+            )
+            dag = wf.dag(DAGSettings(targets=set(job.targets),
+                                     rerun_triggers=set(RERUN_TRIGGERS)))
+            dag.execute_workflow(
+                pseudo_executor="dryrun" if job.dryrun else None,
+                execution_settings=ExecutionSettings(keep_going=job.keep_going,
+                                                     use_threads=True, lock=False),
+            )
+    except Exception as exc:  # Snakemake has already logged the failing jobs
+        from snakemake.exceptions import WorkflowError
+
+        if isinstance(exc, WorkflowError | SforgeError):
+            print(f"sforge: {exc}", file=sys.stderr)
+            return False
+        raise
+    return True
+
+
+def _run_cli(job: Run) -> bool:
+    args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
+            "--directory", str(Path(job.config["results"]).resolve()),
+            "--profile", job.profile, "--rerun-triggers", *RERUN_TRIGGERS,
+            "--config", *[f"{k}={_yaml(v)}" for k, v in job.config.items()]]
+    if job.keep_going:
+        args.append("--keep-going")
+    if job.dryrun:
+        args.append("--dry-run")
+    args += job.extra_args + list(job.targets)
+    return subprocess.run(args, cwd=REPO_ROOT).returncode == 0
+
+
+def _yaml(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
