@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test suite: unit tests (no Docker) and integration tests (real daemon, real images).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export SFORGE_BLOB_URL="${SFORGE_BLOB_URL:-file://$PWD/edgebench/blobs-src/dist}"
+.venv/bin/ruff check sforge tests tools bench || exit 1
+.venv/bin/python -m pytest -q -ra "$@"
+rc=$?
+[ $rc -eq 5 ] && { echo "no tests ran" >&2; exit 1; }
+exit $rc

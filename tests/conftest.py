@@ -1,0 +1,88 @@
+"""Shared fixtures. Integration tests use the real Docker daemon: when it is unreachable they
+fail with a clear message (set SFORGE_SKIP_DOCKER=1 to skip them knowingly)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    import docker
+
+    if os.environ.get("SFORGE_SKIP_DOCKER") == "1":
+        pytest.skip("SFORGE_SKIP_DOCKER=1")
+    try:
+        client = docker.from_env(version="auto")
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"Docker daemon unreachable ({exc}); run scripts/setup.sh first")
+    for image in ("busybox:1.36",):
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"base image {image} missing; run scripts/setup_base_images.sh")
+    return client
+
+
+@dataclass
+class Sforge:
+    """A copy of a fixture benchmark under a unique name, and a runner for the CLI."""
+
+    bench: Path
+    results: Path
+    name: str
+
+    def run(self, *args: str, check: bool = False, env: dict | None = None,
+            bench: Path | None = None, results: Path | None = None
+            ) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "sforge", "-b", str(bench or self.bench),
+               "--results", str(results or self.results), *args]
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env={**os.environ, **(env or {})}, cwd=self.bench.parent)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n"
+                                 f"{proc.stderr}")
+        return proc
+
+    def sentinels(self) -> dict[str, Path]:
+        """The newest sentinel of each image (older hashes stay on disk, unasked for)."""
+        root = self.results / self.name / "images"
+        paths = sorted(root.glob("*/*/*.json"), key=lambda p: p.stat().st_mtime_ns)
+        return {f"{p.parent.parent.name}/{p.parent.name}": p for p in paths}
+
+
+def copy_bench(src: Path, dest: Path) -> str:
+    """Copy a fixture benchmark, renamed so that its images never collide with another test's."""
+    shutil.copytree(src, dest, symlinks=True)
+    name = f"t{uuid.uuid4().hex[:8]}"
+    toml = dest / "benchmark.toml"
+    text = toml.read_text()
+    toml.write_text("\n".join(f'name = "{name}"' if line.startswith("name") else line
+                              for line in text.splitlines()) + "\n")
+    return name
+
+
+def remove_images(client, prefix: str) -> None:
+    for image in client.images.list():
+        for tag in image.tags:
+            if tag.startswith(f"{prefix}."):
+                client.images.remove(tag, force=True)
+
+
+@pytest.fixture
+def minibench(tmp_path, docker_client):
+    name = copy_bench(FIXTURES / "minibench", tmp_path / "bench")
+    yield Sforge(tmp_path / "bench", tmp_path / "results", name)
+    remove_images(docker_client, name)
