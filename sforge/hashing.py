@@ -13,8 +13,10 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .fileio import atomic_write_text
 
@@ -33,38 +35,68 @@ def file_sha256(path: Path | str) -> str:
 class HashCache:
     """sha256 of files keyed by absolute path and stat identity; persisted as one JSON file."""
 
-    VERSION = 1
+    VERSION = 2
+    RACY_NS = 2_000_000_000  # files modified this recently are hashed but not cached
 
-    def __init__(self, path: Path | None = None):
+    def __init__(self, path: Path | None = None, salt: str = ""):
         self.path = path
+        self.salt = salt  # e.g. the sforge version: parsed values depend on the code
         self._entries: dict[str, list] = {}
+        self._parsed: dict[str, list] = {}
         self._dirty = False
         if path is not None and path.is_file():
             try:
                 data = json.loads(path.read_text())
-                if data.get("version") == self.VERSION:
+                if (isinstance(data, dict) and data.get("version") == self.VERSION
+                        and isinstance(data.get("entries"), dict)):
                     self._entries = data["entries"]
-            except (ValueError, KeyError, OSError):
-                self._entries = {}  # a damaged cache only costs reads
+                    if data.get("salt") == salt and isinstance(data.get("parsed"), dict):
+                        self._parsed = data["parsed"]
+            except (ValueError, OSError):
+                self._entries, self._parsed = {}, {}  # a damaged cache only costs reads
+
+    def _ident(self, st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+    def _racy(self, st: os.stat_result) -> bool:
+        return time.time_ns() - st.st_mtime_ns <= self.RACY_NS
 
     def sha256(self, path: Path | str, st: os.stat_result | None = None) -> str:
         key = os.fspath(path)
         st = st or os.stat(key)
-        ident = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+        ident = self._ident(st)
         hit = self._entries.get(key)
-        if hit is not None and hit[:4] == ident:
+        if isinstance(hit, list) and len(hit) == 5 and hit[:4] == ident:
             return hit[4]
         digest = file_sha256(key)
-        self._entries[key] = [*ident, digest]
-        self._dirty = True
+        # "Racily clean": a file modified within the filesystem's timestamp granularity of
+        # this read could change again with no visible stat change, so it is not cached.
+        if not self._racy(st):
+            self._entries[key] = [*ident, digest]
+            self._dirty = True
         return digest
+
+    def parsed(self, path: Path | str, parse: Callable[[Path], Any]) -> Any:
+        """`parse(path)` (a JSON-able value, e.g. validated TOML), memoized by stat identity."""
+        key = os.fspath(path)
+        st = os.stat(key)
+        ident = self._ident(st)
+        hit = self._parsed.get(key)
+        if isinstance(hit, list) and len(hit) == 5 and hit[:4] == ident:
+            return hit[4]
+        value = parse(Path(key))
+        if not self._racy(st):
+            self._parsed[key] = [*ident, value]
+            self._dirty = True
+        return value
 
     def save(self) -> None:
         if self.path is None or not self._dirty:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.path, json.dumps({"version": self.VERSION,
-                                                 "entries": self._entries}))
+        atomic_write_text(self.path, json.dumps({"version": self.VERSION, "salt": self.salt,
+                                                 "entries": self._entries,
+                                                 "parsed": self._parsed}))
         self._dirty = False
 
 
@@ -110,6 +142,6 @@ def digest(parts: Iterable[str]) -> str:
     """The 12-hex tag of a list of entry lines and extra inputs (such as the base tag)."""
     h = hashlib.sha256()
     for part in parts:
-        h.update(part.encode())
+        h.update(part.encode("utf-8", "surrogateescape"))  # file names need not be UTF-8
         h.update(b"\n")
     return h.hexdigest()[:TAG_HEX]

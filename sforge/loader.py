@@ -18,6 +18,7 @@ import yaml
 
 from . import rescale as rescale_mod
 from .errors import DefinitionError
+from .hashing import HashCache
 from .model import Benchmark, Blob, Environment, Judge, Score, SubmissionRules, Task
 from .units import parse_memory
 
@@ -39,7 +40,9 @@ def _schema_error(path: Path, data: dict[str, Any], schema: str, task: str | Non
     if not errors:
         return
     err = errors[0]
-    field = ".".join(str(p) for p in err.absolute_path) or None
+    # blobs[0].sha256, as the loader's own checks name array items
+    field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}"
+                    for p in err.absolute_path).lstrip(".") or None
     if err.validator == "required":
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         name = missing[0] if missing else "?"
@@ -81,7 +84,7 @@ def _blob(path: Path, task_dir: Path, index: int, raw: dict[str, Any], task: str
         raise DefinitionError(path, f"{field}.path",
                               f"{raw['path']!r} must be a relative path inside the task directory",
                               task)
-    if rel.parts[0] not in ("environment", "judge"):
+    if len(rel.parts) < 2 or rel.parts[0] not in ("environment", "judge"):
         raise DefinitionError(path, f"{field}.path",
                               f"{raw['path']!r} must lie under environment/ or judge/, where a "
                               "build can see it", task)
@@ -92,12 +95,22 @@ def _blob(path: Path, task_dir: Path, index: int, raw: dict[str, Any], task: str
     return Blob(path=str(rel), sha256=sha)
 
 
-def load_task(task_dir: Path, bases: dict[str, Path]) -> Task:
+def _parse_task_toml(path: Path) -> dict[str, Any]:
+    """TOML parse plus schema check: the costly, file-local part, cacheable by stat."""
+    task_id = path.parent.name
+    data = _read_toml(path, task_id)
+    _schema_error(path, data, "task.schema.yaml", task_id)
+    return data
+
+
+def load_task(task_dir: Path, bases: dict[str, Path], cache: HashCache | None = None) -> Task:
     """Load and validate one task directory; raises DefinitionError."""
     task_id = task_dir.name
     path = task_dir / "task.toml"
-    data = _read_toml(path, task_id)
-    _schema_error(path, data, "task.schema.yaml", task_id)
+    if cache is not None and path.is_file():
+        data = cache.parsed(path, _parse_task_toml)
+    else:
+        data = _parse_task_toml(path)
     if data["id"] != task_id:
         raise DefinitionError(path, "id", f"{data['id']!r} must match the directory name "
                               f"{task_id!r}", task_id)
@@ -154,7 +167,7 @@ def load_task(task_dir: Path, bases: dict[str, Path]) -> Task:
     )
 
 
-def load_benchmark(root: Path | str) -> Benchmark:
+def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmark:
     """Load a benchmark directory. Raises DefinitionError only for benchmark-level faults."""
     root = Path(root)
     if not root.is_dir():
@@ -176,9 +189,20 @@ def load_benchmark(root: Path | str) -> Benchmark:
         if not task_dir.is_dir() or task_dir.name.startswith("."):
             continue
         try:
-            task = load_task(task_dir, bases)
+            task = load_task(task_dir, bases, cache)
         except DefinitionError as exc:
             bench.errors.append(exc)
         else:
             bench.tasks[task.id] = task
     return bench
+
+
+def load_benchmark_name(root: Path) -> str:
+    """Just the name (it places the results and the caches), with the same checks."""
+    if not root.is_dir():
+        raise DefinitionError(root, None, "benchmark directory not found (set -b/--benchmark "
+                              "or SFORGE_BENCHMARK)")
+    path = root / "benchmark.toml"
+    data = _read_toml(path, None)
+    _schema_error(path, data, "benchmark.schema.yaml", None)
+    return data["name"]

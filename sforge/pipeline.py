@@ -19,7 +19,7 @@ from .errors import SforgeError
 from .hashing import HashCache
 from .images import ImageRef, base_ref, task_refs
 from .layout import Layout
-from .loader import load_benchmark
+from .loader import load_benchmark, load_benchmark_name
 from .model import Benchmark, Task
 from .results import eval_key
 from .submissions import Submission, discover
@@ -48,10 +48,13 @@ class Pipeline:
     # construction ---------------------------------------------------------------
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Pipeline:
+        from . import __version__
+
         bench_dir = resolve(config["benchmark"])
-        bench = load_benchmark(bench_dir)
-        layout = Layout.for_benchmark(resolve(config["results"]), bench.name)
-        cache = HashCache(layout.cache / "hashes.json")
+        name = load_benchmark_name(bench_dir)
+        layout = Layout.for_benchmark(resolve(config["results"]), name)
+        cache = HashCache(layout.cache / "hashes.json", salt=__version__)
+        bench = load_benchmark(bench_dir, cache)
         pipe = cls(config, bench, layout, cache)
         for name in bench.bases:
             pipe.bases[name] = base_ref(bench, name, cache)
