@@ -37,7 +37,8 @@ def main() -> None:
             floor = timed(["docker", "image", "inspect", "--format", "{{.Id}}", *tags], repeat=5)
             noop = timed(sforge(bench, results, "build"), repeat=5)
             row(f"floor: one `docker image inspect` of {len(tags)} tags", floor)
-            row("no-op `sforge build` (median of 5)", noop, f"goal ≤ 0.8 s; {noop / floor:.1f}× floor")
+            row("no-op `sforge build` (median of 5)", noop,
+                f"goal ≤ 0.8 s; {noop / floor:.1f}× floor")
             noop_plan = timed(sforge(bench, results, "plan"), repeat=3)
             row("no-op `sforge plan`", noop_plan)
 
@@ -55,7 +56,8 @@ def main() -> None:
             ctx = bench / "tasks" / "task0007"
             base_tag = next(t for t in tags if ".base." in t)
             direct = timed(["docker", "build", "-q", "--build-arg", f"BASE_IMAGE={base_tag}",
-                            "-f", "judge/Dockerfile", "-t", f"{name}-direct:x", str(ctx)])
+                            "-f", str(ctx / "judge" / "Dockerfile"), "-t", f"{name}-direct:x",
+                            str(ctx)])
             row("  reference: plain `docker build` of that judge (cache hit)", direct)
         finally:
             ids = subprocess.run(["docker", "images", "-q", "--filter",

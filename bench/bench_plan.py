@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import time
 import tempfile
+import time
 from pathlib import Path
 
 from common import row, sforge, timed

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import IO
 
 from .blobs import ensure_blob
-from .engine import BuildFailed, ContainerEngine
-from .errors import SforgeError
+from .engine import BuildFailed, ContainerEngine, RegistryError
+from .errors import InfrastructureError, SforgeError
 from .fileio import atomic_write_json, read_json
 from .images import CONTEXT_DIRS, ImageRef, context_blobs
 from .pipeline import Pipeline
@@ -106,20 +106,85 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def _record(ref: ImageRef, log: Path, **fields) -> dict:
+    return {"tag": ref.tag, "kind": ref.kind, "name": ref.name, "digest": ref.digest,
+            "log": str(log) if log.exists() else None, **fields}
+
+
+def registry_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageRef]
+                      ) -> set[str]:
+    """Tags of `refs` that the registry holds (manifest checks, no pull).
+
+    A registry named by --registry/SFORGE_REGISTRY must answer; one that only comes from
+    benchmark.toml (often unreachable from a workstation) is skipped with a warning.
+    """
+    if not pipe.registry or not refs:
+        return set()
+    try:
+        return {r.tag for r in refs if engine.registry_has(pipe.remote(r))}
+    except RegistryError as exc:
+        if pipe.registry_explicit:
+            raise
+        print(f"sforge: warning: {exc}; building without the registry {pipe.registry} "
+              "(set SFORGE_REGISTRY or --registry to require it)", file=sys.stderr)
+        return set()
+
+
+def ensure_local(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef) -> None:
+    """Pull an image the daemon lacks from the registry (bases before a build, judges
+    before grading); an infrastructure error when neither has it."""
+    if engine.image_id(ref.tag) is not None:
+        return
+    if not pipe.registry:
+        raise InfrastructureError(f"{ref.label}: image {ref.tag} is not in the Docker daemon "
+                                  "and no registry is configured")
+    engine.pull(pipe.remote(ref), ref.tag)
+
+
+def push_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef) -> bool:
+    """Push under the content tag unless the registry has it; True when pushed."""
+    if not pipe.registry:
+        raise SforgeError("no registry to push to (use --registry, SFORGE_REGISTRY or "
+                          "registry in benchmark.toml)")
+    if engine.registry_has(pipe.remote(ref)):
+        return False
+    ensure_local(pipe, engine, ref)
+    engine.push(ref.tag, pipe.remote(ref))
+    return True
+
+
 def make_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, *, force: bool = False,
                present: set[str] | None = None, progress: IO[str] | None = None) -> dict:
-    """Make the sentinel of `ref`: reuse an image already under its tag, else build it."""
+    """Make the sentinel of `ref`: reuse an image already under its tag (in the daemon or the
+    registry), else build it; with config push, push what is built."""
     sentinel = pipe.sentinel(ref)
     log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
-    exists = ref.tag in present if present is not None else engine.image_id(ref.tag) is not None
-    if exists and not force:
-        image_id = engine.image_id(ref.tag) or ""
-        record = {"tag": ref.tag, "image_id": image_id, "built_at": None, "reused": True,
-                  "log": str(log) if log.exists() else None, "kind": ref.kind,
-                  "name": ref.name, "digest": ref.digest, "recorded_at": _now()}
-        atomic_write_json(sentinel, record)
-        return record
-    progress = progress or sys.stderr
+    push = bool(pipe.config.get("push"))
+    if not force:
+        local = ref.tag in present if present is not None else \
+            engine.image_id(ref.tag) is not None
+        if local:
+            record = _record(ref, log, image_id=engine.image_id(ref.tag) or "", reused=True,
+                             built_at=None, recorded_at=_now())
+            if push:
+                record["pushed"] = push_image(pipe, engine, ref)
+            atomic_write_json(sentinel, record)
+            return record
+        if ref.tag in registry_presence(pipe, engine, [ref]):
+            record = _record(ref, log, image_id=None, reused=True, built_at=None,
+                             registry=pipe.remote(ref), recorded_at=_now())
+            atomic_write_json(sentinel, record)
+            return record
+    record = _build(pipe, engine, ref, log, progress or sys.stderr)
+    if push:
+        engine.push(ref.tag, pipe.remote(ref))
+        record["pushed"] = True
+    atomic_write_json(sentinel, record)
+    return record
+
+
+def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
+           progress: IO[str]) -> dict:
     if ref.kind == "base":
         root, dirs, dockerfile, platform = pipe.bench.bases[ref.name], None, "Dockerfile", None
         buildargs: dict[str, str] = {}
@@ -138,6 +203,8 @@ def make_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, *, force:
         for blob in context_blobs(task, ref.kind):
             ensure_blob(pipe.bench, task, blob, pipe.cache)
         pipe.cache.save()
+        if ref.base:
+            ensure_local(pipe, engine, ref.base)
     log.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     started = time.monotonic()
@@ -158,11 +225,8 @@ def make_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, *, force:
             raise ImageBuildError(ref, f"build failed: {exc}{hint}", log, list(tail)) from None
         finally:
             context.close()
-    record = {"tag": ref.tag, "image_id": image_id, "built_at": _now(), "reused": False,
-              "log": str(log), "kind": ref.kind, "name": ref.name, "digest": ref.digest,
-              "build_seconds": round(time.monotonic() - started, 3)}
-    atomic_write_json(sentinel, record)
-    return record
+    return _record(ref, log, image_id=image_id, built_at=_now(), reused=False,
+                   build_seconds=round(time.monotonic() - started, 3))
 
 
 def read_sentinel(path: Path) -> dict | None:
@@ -173,7 +237,8 @@ def read_sentinel(path: Path) -> dict | None:
 
 
 def drop_stale_sentinels(pipe: Pipeline, refs: list[ImageRef], present: set[str]) -> list[Path]:
-    """A sentinel must never lie: drop those whose image is gone, so they rebuild."""
+    """A sentinel must never lie: drop those whose image is gone (from the daemon, and from
+    the registry where one is configured: pass its tags in `present`), so they rebuild."""
     dropped = []
     for ref in refs:
         path = pipe.sentinel(ref)

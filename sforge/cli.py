@@ -29,7 +29,8 @@ def _config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     from .config import REPO_ROOT, load_config
     from .model import DEFAULT_BENCHMARK
 
-    overrides = {"benchmark": args.benchmark, "results": args.results, **extra}
+    overrides = {"benchmark": args.benchmark, "results": args.results,
+                 "registry": args.registry, **extra}
     config = load_config(Path(args.config) if args.config else REPO_ROOT / "config.yaml",
                          overrides)
     if config["benchmark"] == DEFAULT_BENCHMARK and not Path(DEFAULT_BENCHMARK).is_dir():
@@ -140,25 +141,37 @@ def cmd_plan(args) -> int:
     return 1 if _report_broken(pipe) else 0
 
 
-def cmd_build(args) -> int:
-    from .build import drop_stale_sentinels, make_image, read_sentinel
+def _presence(pipe, refs) -> tuple[set[str], set[str]]:
+    """(tags in the daemon, tags only in the registry): one image listing, then manifest
+    checks for what the daemon lacks."""
+    from .build import registry_presence
     from .targets import engine
 
-    pipe = _pipeline(_config(args, force=args.force))
+    local = engine().existing_tags(r.tag for r in refs)
+    remote = registry_presence(pipe, engine(), [r for r in refs if r.tag not in local])
+    return local, remote
+
+
+def cmd_build(args) -> int:
+    from .build import drop_stale_sentinels, make_image, push_image, read_sentinel
+    from .targets import engine
+
+    pipe = _pipeline(_config(args, force=args.force, push=args.push or None))
     broken = _report_broken(pipe)
     refs = pipe.images(args.task)
-    present = _present_tags(pipe, refs)
-    drop_stale_sentinels(pipe, refs, present)
+    local, remote = _presence(pipe, refs)
+    drop_stale_sentinels(pipe, refs, local | remote)
     if args.force:
         for ref in refs:
             pipe.sentinel(ref).unlink(missing_ok=True)
     todo = [r for r in refs if not pipe.sentinel(r).exists()]
-    for ref in todo:
-        if ref.tag in present and not args.force:  # same function the rule runs; no DAG needed
-            make_image(pipe, engine(), ref, present=present)
+    for ref in todo:  # already under its tag: the rule's own function, no DAG needed
+        if not args.force and (ref.tag in local or ref.tag in remote):
+            make_image(pipe, engine(), ref, present=local)
     if any(not pipe.sentinel(r).exists() for r in todo):
         print(f"sforge: {len(todo)} of {len(refs)} image(s) to make", file=sys.stderr)
-        _workflow(args, pipe.config, [pipe.sentinel(r) for r in refs])
+        _workflow(args, pipe.config, [pipe.sentinel(r) for r in todo
+                                      if not pipe.sentinel(r).exists()])
     failed = [r for r in todo if not pipe.sentinel(r).exists()]
     for ref in failed:
         log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
@@ -167,12 +180,53 @@ def cmd_build(args) -> int:
             for line in log.read_text(errors="replace").splitlines()[-15:]:
                 print(f"    {line}", file=sys.stderr)
             print(f"  full log: {log}", file=sys.stderr)
-    built = [r for r in todo if r not in failed]
-    reused = sum(1 for r in built if (read_sentinel(pipe.sentinel(r)) or {}).get("reused"))
-    print(f"sforge: {len(refs)} image(s): {len(built) - reused} built, {reused} already present,"
+    made = [r for r in todo if r not in failed]
+    records = [read_sentinel(pipe.sentinel(r)) or {} for r in made]
+    reused = sum(1 for rec in records if rec.get("reused"))
+    pushed = sum(1 for rec in records if rec.get("pushed"))
+    if args.push and not failed:  # and whatever the registry still lacks
+        pushed += sum(push_image(pipe, engine(), r) for r in refs)
+    print(f"sforge: {len(refs)} image(s): {len(made) - reused} built, {reused} already present,"
           f" {len(refs) - len(todo)} up to date, {len(failed)} failed"
+          + (f", {pushed} pushed" if args.push else "")
           + (f"; {broken} broken task(s)" if broken else ""))
     return 1 if failed or broken else 0
+
+
+def cmd_push(args) -> int:
+    from .build import push_image
+    from .targets import engine
+
+    pipe = _pipeline(_config(args))
+    broken = _report_broken(pipe)
+    refs = pipe.images(args.task)
+    pushed = 0
+    for ref in refs:
+        if push_image(pipe, engine(), ref):
+            pushed += 1
+            print(f"pushed {pipe.remote(ref)}")
+    print(f"sforge: {len(refs)} image(s): {pushed} pushed, {len(refs) - pushed} already in "
+          f"{pipe.registry}")
+    return 1 if broken else 0
+
+
+def cmd_pull(args) -> int:
+    from .targets import engine
+
+    pipe = _pipeline(_config(args))
+    broken = _report_broken(pipe)
+    refs = pipe.images(args.task)
+    local = engine().existing_tags(r.tag for r in refs)
+    if not pipe.registry:
+        raise SforgeError("no registry to pull from (use --registry, SFORGE_REGISTRY or "
+                          "registry in benchmark.toml)")
+    for ref in refs:
+        if ref.tag not in local:
+            engine().pull(pipe.remote(ref), ref.tag)
+            print(f"pulled {pipe.remote(ref)} as {ref.tag}")
+    print(f"sforge: {len(refs)} image(s): {len(refs) - len(local)} pulled, "
+          f"{len(local)} already local")
+    return 1 if broken else 0
 
 
 # eval / grade -------------------------------------------------------------------------
@@ -181,8 +235,8 @@ def _ensure_judge(args, pipe, task_id: str) -> None:
     from .build import drop_stale_sentinels
 
     refs = pipe.images([task_id], kinds=("base", "judge"))
-    present = _present_tags(pipe, refs)
-    drop_stale_sentinels(pipe, refs, present)
+    local, remote = _presence(pipe, refs)
+    drop_stale_sentinels(pipe, refs, local | remote)
     if all(pipe.sentinel(r).exists() for r in refs):
         return
     if not _workflow(args, pipe.config, [pipe.sentinel(r) for r in refs], quiet=True) or \
@@ -269,7 +323,8 @@ def _prepare_images(pipe, ids) -> None:
     from .build import drop_stale_sentinels
 
     refs = pipe.images(ids, kinds=("base", "judge"))
-    drop_stale_sentinels(pipe, refs, _present_tags(pipe, refs))
+    local, remote = _presence(pipe, refs)
+    drop_stale_sentinels(pipe, refs, local | remote)
 
 
 def cmd_report(args) -> int:
@@ -323,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-b", "--benchmark", metavar="DIR",
                         help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
     parser.add_argument("--results", metavar="DIR", help="results root (default: results/)")
+    parser.add_argument("--registry", metavar="HOST[/PATH]",
+                        help="registry for push/pull and as a build cache (default: "
+                             "$SFORGE_REGISTRY, else benchmark.toml's registry)")
     parser.add_argument("--config", metavar="FILE",
                         help="config file (default: config.yaml of the sforge repository)")
     parser.add_argument("--version", action="version", version=f"sforge {__version__}")
@@ -342,7 +400,18 @@ def build_parser() -> argparse.ArgumentParser:
              "Per-image logs: <results>/<bench>/logs/build/.")
     _task_opt(p)
     p.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    p.add_argument("--push", action="store_true",
+                   help="push every image the registry lacks (what was built included)")
     _jobs_opt(p)
+
+    p = _add(sub, "push", cmd_push, "push images under their content tags to the registry",
+             "Push base, work and judge images as <registry>/<name>:<tag>; an image the\n"
+             "registry already holds is not pushed again. Credentials: `docker login`.")
+    _task_opt(p)
+    p = _add(sub, "pull", cmd_pull, "pull the images the task files hash to",
+             "Pull <registry>/<name>:<tag> for every tag the current task files hash to,\n"
+             "skipping those present locally, and tag them with their local names.")
+    _task_opt(p)
 
     p = _add(sub, "eval", cmd_eval, "grade one archive with the task's judge",
              "Grade one .tar/.tar.gz archive in a fresh judge container. The archive is\n"

@@ -6,6 +6,7 @@ and its errors appear, turned into InfrastructureError with a message that names
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 from abc import ABC, abstractmethod
@@ -28,12 +29,95 @@ class ContainerEngine(ABC):
     def image_id(self, tag: str) -> str | None: ...
 
     @abstractmethod
+    def registry_has(self, remote: str) -> bool: ...
+
+    @abstractmethod
+    def push(self, local: str, remote: str) -> None: ...
+
+    @abstractmethod
+    def pull(self, remote: str, local: str) -> None: ...
+
+    @abstractmethod
     def build(self, context: IO[bytes], dockerfile: str, tag: str, buildargs: dict[str, str],
               platform: str | None, on_line: Callable[[str], None]) -> str:
         """Build from a tar context; return the image id. Raises BuildFailed."""
 
 
-class DockerEngine(ContainerEngine):
+class RegistryError(InfrastructureError):
+    """The registry refused or could not be reached; the message names the image."""
+
+
+def _registry_error(action: str, remote: str, exc: Exception) -> RegistryError:
+    text = str(getattr(exc, "explanation", None) or exc)
+    low = text.lower()
+    if "unauthorized" in low or "authentication required" in low or "denied" in low:
+        why = "unauthorized (log in with `docker login <registry>`)"
+    elif "not found" in low or "manifest unknown" in low:
+        why = "not found in the registry"
+    elif any(s in low for s in ("connection refused", "no such host", "timeout", "dial tcp",
+                                "could not resolve", "server gave http response")):
+        why = "registry unreachable"
+    else:
+        why = "registry error"
+    return RegistryError(f"{action} {remote}: {why}: {text.strip()}")
+
+
+def _is_not_found(exc: Exception) -> bool:
+    low = str(getattr(exc, "explanation", None) or exc).lower()
+    return getattr(getattr(exc, "response", None), "status_code", None) == 404 or \
+        "manifest unknown" in low or "not found" in low
+
+
+class RegistryMixin:
+    """Push, pull and manifest checks by the Docker daemon, with `docker login` credentials."""
+
+    client: object
+
+    def registry_has(self, remote: str) -> bool:
+        """A manifest check (no pull). Raises RegistryError when the registry cannot answer."""
+        import docker.errors
+
+        try:
+            self.client.api.inspect_distribution(remote)  # type: ignore[attr-defined]
+            return True
+        except docker.errors.APIError as exc:
+            if _is_not_found(exc):
+                return False
+            raise _registry_error("checking", remote, exc) from None
+
+    def push(self, local: str, remote: str) -> None:
+        import docker.errors
+
+        repo, tag = remote.rsplit(":", 1)
+        api = self.client.api  # type: ignore[attr-defined]
+        try:
+            api.tag(local, repo, tag)
+            for item in api.push(repo, tag, stream=True, decode=True):
+                if "error" in item:
+                    raise _registry_error("pushing", remote, Exception(item["error"]))
+        except docker.errors.APIError as exc:
+            raise _registry_error("pushing", remote, exc) from None
+        finally:
+            with contextlib.suppress(docker.errors.APIError):
+                api.remove_image(remote, noprune=True)  # keep only the local name
+
+    def pull(self, remote: str, local: str) -> None:
+        import docker.errors
+
+        repo, tag = remote.rsplit(":", 1)
+        lrepo, ltag = local.rsplit(":", 1)
+        api = self.client.api  # type: ignore[attr-defined]
+        try:
+            for item in api.pull(repo, tag, stream=True, decode=True):
+                if "error" in item:
+                    raise _registry_error("pulling", remote, Exception(item["error"]))
+            api.tag(remote, lrepo, ltag)
+            api.remove_image(remote, noprune=True)
+        except docker.errors.APIError as exc:
+            raise _registry_error("pulling", remote, exc) from None
+
+
+class DockerEngine(RegistryMixin, ContainerEngine):
     def __init__(self, client=None):
         self._client = client
 

@@ -89,6 +89,19 @@ class Pipeline:
     def sentinel(self, ref: ImageRef) -> Path:
         return self.layout.sentinel(ref.kind, ref.name, ref.digest)
 
+    @property
+    def registry(self) -> str | None:
+        """--registry, else SFORGE_REGISTRY (both in config), else benchmark.toml."""
+        value = self.config.get("registry") or self.bench.registry
+        return value.rstrip("/") if value else None
+
+    @property
+    def registry_explicit(self) -> bool:
+        return bool(self.config.get("registry"))
+
+    def remote(self, ref: ImageRef) -> str:
+        return f"{self.registry}/{ref.tag}"
+
     def ref_for(self, kind: str, name: str) -> ImageRef:
         return self.bases[name] if kind == "base" else self.refs[name][kind]
 
@@ -141,11 +154,14 @@ def resolve(path: str | Path) -> Path:
 
 
 _CACHE: dict[str, Pipeline] = {}
+# The settings a Pipeline is computed from; flags such as force or verify_images only steer
+# what is done with it.
+PIPELINE_KEYS = ("benchmark", "results", "submissions", "tasks", "registry")
 
 
 def get_pipeline(config: dict[str, Any]) -> Pipeline:
     """One Pipeline per process and config: the CLI and the Snakefile it runs share it."""
-    key = json.dumps(config, sort_keys=True, default=str)
+    key = json.dumps({k: config.get(k) for k in PIPELINE_KEYS}, sort_keys=True, default=str)
     if key not in _CACHE:
         _CACHE[key] = Pipeline.from_config(config)
     return _CACHE[key]

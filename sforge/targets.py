@@ -10,7 +10,7 @@ import math
 import sys
 from pathlib import Path
 
-from .build import drop_stale_sentinels, make_image
+from .build import drop_stale_sentinels, ensure_local, make_image, registry_presence
 from .engine import DockerEngine
 from .errors import InfrastructureError, SforgeError
 from .pipeline import EvalTarget, Pipeline
@@ -36,6 +36,7 @@ def verify_sentinels(pipe: Pipeline) -> list[Path]:
     """Drop sentinels whose image is gone from the daemon (called before planning)."""
     refs = pipe.images(None)
     present = engine().existing_tags(r.tag for r in refs)
+    present |= registry_presence(pipe, engine(), [r for r in refs if r.tag not in present])
     return drop_stale_sentinels(pipe, refs, present)
 
 
@@ -65,8 +66,10 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
                           "run again")
     eng = engine()
     if eng.image_id(target.judge.tag) is None:
-        raise InfrastructureError(f"judge image {target.judge.tag} is not in the Docker daemon "
-                                  f"(build it: sforge build --task {task.id})")
+        if not pipe.registry:
+            raise InfrastructureError(f"judge image {target.judge.tag} is not in the Docker "
+                                      f"daemon (build it: sforge build --task {task.id})")
+        ensure_local(pipe, eng, target.judge)
     limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
     log = pipe.layout.eval_log(task.id, target.key)
     result = run_judge(eng.client, target.judge.tag, task, target.archive, limits=limits,

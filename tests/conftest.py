@@ -86,3 +86,50 @@ def minibench(tmp_path, docker_client):
     name = copy_bench(FIXTURES / "minibench", tmp_path / "bench")
     yield Sforge(tmp_path / "bench", tmp_path / "results", name)
     remove_images(docker_client, name)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory, docker_client):
+    """A real registry (Debian's docker-registry) on a loopback port, for the session."""
+    import time
+    import urllib.request
+
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry missing: apt-get install docker-registry "
+                    "(scripts/setup.sh does)")
+    root = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    config = root / "config.yml"
+    config.write_text(f"""version: 0.1
+storage:
+  filesystem:
+    rootdirectory: {root / "data"}
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:{port}
+""")
+    proc = subprocess.Popen([binary, "serve", str(config)], stdout=subprocess.DEVNULL,
+                            stderr=open(root / "registry.log", "w"))  # noqa: SIM115
+    url = f"http://127.0.0.1:{port}/v2/"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail(f"docker-registry did not start: {(root / 'registry.log').read_text()}")
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=10)
