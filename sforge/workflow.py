@@ -89,19 +89,27 @@ def _run_api(job: Run) -> bool:
 
 
 def _run_cli(job: Run) -> bool:
+    import hashlib
+
+    import yaml
+
+    from .fileio import atomic_write_text
+
+    # --config would turn nested values into strings; a config file keeps their types. It
+    # lives under the results dir, which cluster jobs share.
+    text = yaml.safe_dump(job.config, sort_keys=True)
+    results = Path(job.config["results"]).resolve()
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    configfile = results / ".sforge" / f"config-{digest}.yaml"
+    if not configfile.exists():
+        atomic_write_text(configfile, text)
+    profile = Path(job.profile).resolve() if Path(job.profile).exists() else job.profile
     args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
-            "--directory", str(Path(job.config["results"]).resolve()),
-            "--profile", job.profile, "--rerun-triggers", *RERUN_TRIGGERS,
-            "--config", *[f"{k}={_yaml(v)}" for k, v in job.config.items()]]
+            "--directory", str(results), "--profile", str(profile),
+            "--rerun-triggers", *RERUN_TRIGGERS, "--configfile", str(configfile)]
     if job.keep_going:
         args.append("--keep-going")
     if job.dryrun:
         args.append("--dry-run")
     args += job.extra_args + list(job.targets)
     return subprocess.run(args, cwd=REPO_ROOT).returncode == 0
-
-
-def _yaml(value: Any) -> str:
-    import json
-
-    return json.dumps(value)
