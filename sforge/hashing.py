@@ -85,6 +85,10 @@ class HashCache:
         if isinstance(hit, list) and len(hit) == 5 and hit[:4] == ident:
             return hit[4]
         value = parse(Path(key))
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            return value  # e.g. a TOML date in free-form metadata: not storable, not cached
         if not self._racy(st):
             self._parsed[key] = [*ident, value]
             self._dirty = True

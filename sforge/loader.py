@@ -50,7 +50,7 @@ def _schema_error(path: Path, data: dict[str, Any], schema: str, task: str | Non
         message = "is required"
     elif err.validator == "additionalProperties":
         message = f"{err.message} (check the spelling; see the spec's task.toml fields)"
-    elif err.validator == "pattern" and field in ("id", "environment.base"):
+    elif err.validator == "pattern" and field in ("id", "environment.base", "name"):
         message = (f"{err.instance!r} is not a valid name: lowercase letters, digits, '_', '.', "
                    "'-' (it becomes part of a Docker image name)")
     else:
