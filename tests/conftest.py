@@ -45,12 +45,13 @@ class Sforge:
     name: str
 
     def run(self, *args: str, check: bool = False, env: dict | None = None,
-            bench: Path | None = None, results: Path | None = None
-            ) -> subprocess.CompletedProcess:
+            bench: Path | None = None, results: Path | None = None,
+            stdin: bytes | None = None) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "sforge", "-b", str(bench or self.bench),
                "--results", str(results or self.results), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True,
+        proc = subprocess.run(cmd, capture_output=True, input=stdin,
                               env={**os.environ, **(env or {})}, cwd=self.bench.parent)
+        proc.stdout, proc.stderr = proc.stdout.decode(), proc.stderr.decode()
         if check and proc.returncode != 0:
             raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n"
                                  f"{proc.stderr}")
