@@ -284,6 +284,7 @@ def cmd_eval(args) -> int:
         result = EvalResult.read(out)
         print(f"sforge: already graded ({out})", file=sys.stderr)
     else:
+        _sweep()
         _ensure_judge(args, pipe, task.id)
         result = grade(pipe, target)
     view = result_view(pipe, result, args.source)
@@ -310,6 +311,7 @@ def cmd_grade(args) -> int:
     missing = [p for p in paths if not p.exists()]
     if missing:
         print(f"sforge: {len(missing)} of {len(paths)} result(s) to grade", file=sys.stderr)
+        _sweep()
         _prepare_images(pipe, args.task)
         _workflow(args, pipe.config, missing)
     still = [p for p in missing if not p.exists()]
@@ -317,6 +319,15 @@ def cmd_grade(args) -> int:
           f"{len(paths) - len(missing)} up to date, {len(missing) - len(still)} graded, "
           f"{len(still)} failed")
     return 1 if still or broken else 0
+
+
+def _sweep() -> None:
+    """Remove judge containers left by sforge processes that died (never a live run's)."""
+    from .judge import sweep_stale_containers
+    from .targets import engine
+
+    for cid in sweep_stale_containers(engine().client):
+        print(f"sforge: removed stale judge container {cid[:12]}", file=sys.stderr)
 
 
 def _prepare_images(pipe, ids) -> None:

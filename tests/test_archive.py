@@ -1,0 +1,361 @@
+"""Unit tests of sforge.archive: hostile submission archives are filtered before any Docker call."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from sforge import archive as archive_mod
+from sforge.archive import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_MEMBERS,
+    ArchiveError,
+    ArchiveLimits,
+    FilteredArchive,
+    filter_submission,
+)
+from sforge.model import SubmissionRules
+
+EVERYTHING = SubmissionRules()
+
+
+# -- building archives ----
+def reg(name: str, data: bytes = b"x", mode: int = 0o644, **attrs: object) -> tuple:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    for key, value in attrs.items():
+        setattr(info, key, value)
+    return info, data
+
+
+def special(name: str, kind: bytes, link: str = "", mode: int = 0o755) -> tuple:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, link, mode
+    return info, None
+
+
+def d(name: str, mode: int = 0o755) -> tuple:
+    return special(name, tarfile.DIRTYPE, mode=mode)
+
+
+def sym(name: str, target: str) -> tuple:
+    return special(name, tarfile.SYMTYPE, target)
+
+
+def hard(name: str, target: str) -> tuple:
+    return special(name, tarfile.LNKTYPE, target)
+
+
+def make_tar(path: Path, *entries: tuple, mode: str = "w:gz",
+             fmt: int = tarfile.GNU_FORMAT) -> Path:
+    with tarfile.open(path, mode, format=fmt) as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def contents(filtered: FilteredArchive) -> dict[str, tuple[bytes, int, bytes | str]]:
+    """name → (type, mode, data or link target) of the filtered tar."""
+    out = {}
+    with tarfile.open(fileobj=io.BytesIO(filtered.read_bytes())) as tar:
+        for m in tar:
+            assert m.uid == 0 and m.gid == 0
+            assert not m.pax_headers
+            body = tar.extractfile(m).read() if m.isreg() else m.linkname
+            out[m.name] = (m.type, m.mode, body)
+    return out
+
+
+def run(tmp_path: Path, *entries: tuple, rules: SubmissionRules = EVERYTHING,
+        limits: ArchiveLimits | None = None, mode: str = "w:gz") -> FilteredArchive:
+    return filter_submission(make_tar(tmp_path / "sub.tar.gz", *entries, mode=mode), rules,
+                             limits or ArchiveLimits())
+
+
+def reasons(filtered: FilteredArchive) -> dict[str, str]:
+    return {r.path: r.reason for r in filtered.rejected}
+
+
+# -- formats ----
+def test_defaults_are_exposed() -> None:
+    assert ArchiveLimits() == ArchiveLimits(DEFAULT_MAX_MEMBERS, DEFAULT_MAX_BYTES)
+    assert (DEFAULT_MAX_MEMBERS, DEFAULT_MAX_BYTES) == (10_000, 1 << 30)
+
+
+@pytest.mark.parametrize("mode", ["w", "w:gz", "w:bz2", "w:xz"])
+def test_compression_detected_by_content_not_name(tmp_path: Path, mode: str) -> None:
+    path = make_tar(tmp_path / "misnamed.zip", reg("a.txt", b"hello"), mode=mode)
+    with filter_submission(path, EVERYTHING) as filtered:
+        assert filtered.members == ["a.txt"]
+        assert contents(filtered)["a.txt"][2] == b"hello"
+        assert filtered.size == len(filtered.read_bytes())
+
+
+@pytest.mark.parametrize("data", [b"this is not a tar archive\n" * 100, b"",
+                                  gzip.compress(b"not a tar either" * 100)])
+def test_not_a_tar_archive_raises_naming_the_file(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "garbage.tar.gz"
+    path.write_bytes(data)
+    with pytest.raises(ArchiveError, match="garbage.tar.gz"):
+        filter_submission(path, EVERYTHING)
+
+
+def test_truncated_gzip_raises(tmp_path: Path) -> None:
+    path = make_tar(tmp_path / "t.tar.gz", reg("big", bytes(range(256)) * 4000))
+    path.write_bytes(path.read_bytes()[:-200])
+    with pytest.raises(ArchiveError, match="t.tar.gz"):
+        filter_submission(path, EVERYTHING)
+
+
+def test_missing_file_raises(tmp_path: Path) -> None:
+    with pytest.raises(ArchiveError, match="nope.tar"):
+        filter_submission(tmp_path / "nope.tar", EVERYTHING)
+
+
+def test_empty_archive_is_fine(tmp_path: Path) -> None:
+    with run(tmp_path) as filtered:
+        assert (filtered.members, filtered.rejected, filtered.refused) == ([], [], None)
+        assert contents(filtered) == {}
+
+
+# -- names ----
+def test_dot_slash_means_relative(tmp_path: Path) -> None:
+    filtered = run(tmp_path, d("."), d("./"), reg("./a"), reg("./src/./b"), reg("src//c"),
+                   d("./lib/"))
+    assert filtered.members == ["a", "src/b", "src/c", "lib"]
+    assert set(contents(filtered)) == {"a", "src/b", "src/c", "lib"}
+    assert filtered.rejected == []
+
+
+def test_absolute_and_dotdot_rejected(tmp_path: Path) -> None:
+    filtered = run(tmp_path, reg("/etc/passwd"), reg("../up"), reg("a/../../up2"), reg("a/../b"),
+                   reg("ok"))
+    assert filtered.members == ["ok"]
+    assert reasons(filtered) == {"/etc/passwd": "absolute path", "../up": "'..' in path",
+                                 "a/../../up2": "'..' in path", "a/../b": "'..' in path"}
+
+
+def test_devices_and_fifos_rejected(tmp_path: Path) -> None:
+    filtered = run(tmp_path, special("fifo", tarfile.FIFOTYPE),
+                   special("null", tarfile.CHRTYPE), special("disk", tarfile.BLKTYPE), reg("ok"))
+    assert filtered.members == ["ok"]
+    assert reasons(filtered) == {"fifo": "FIFO", "null": "device file", "disk": "device file"}
+
+
+# -- links ----
+def test_symlinks_inside_cwd_kept_and_written_last(tmp_path: Path) -> None:
+    filtered = run(tmp_path, reg("a"), sym("l", "a"), d("sub"), sym("sub/up", "../a"),
+                   sym("sub/here", "."), reg("z"))
+    assert filtered.rejected == []
+    with tarfile.open(fileobj=io.BytesIO(filtered.read_bytes())) as tar:
+        names = [(m.name, m.type) for m in tar]
+    assert names == [("a", tarfile.REGTYPE), ("sub", tarfile.DIRTYPE), ("z", tarfile.REGTYPE),
+                     ("l", tarfile.SYMTYPE), ("sub/up", tarfile.SYMTYPE),
+                     ("sub/here", tarfile.SYMTYPE)]
+
+
+def test_escaping_symlinks_rejected(tmp_path: Path) -> None:
+    filtered = run(tmp_path, sym("abs", "/etc"), sym("rel", "../.."), sym("deep/rel", "../../x"),
+                   # x/l resolves to cwd, so x/l/.. is cwd's parent: only resolving through the
+                   # archive's other links catches it
+                   d("x"), sym("x/l", ".."), sym("m", "x/l/.."),
+                   sym("loop1", "loop2"), sym("loop2", "loop1"), sym("fine", "x"))
+    assert filtered.members == ["x", "x/l", "fine"]
+    got = reasons(filtered)
+    assert got["abs"] == "symlink to absolute path '/etc'"
+    for name in ("rel", "deep/rel", "m", "loop1", "loop2"):
+        assert "leaves the working directory" in got[name], name
+
+
+def test_member_through_symlink_rejected(tmp_path: Path) -> None:
+    filtered = run(tmp_path, sym("t", "tests"), reg("t/check.txt", b"hacked"),
+                   sym("t2", "/opt/sforge"), reg("t2/result.json"),
+                   reg("f"), reg("f/x"))
+    assert filtered.members == ["t", "f"]
+    got = reasons(filtered)
+    assert got["t/check.txt"] == "passes through symlink 't'"
+    assert got["f/x"] == "passes through file 'f'"
+    assert "t2" in got and "t2/result.json" not in filtered.members
+
+
+def test_symlink_replacing_a_filled_directory_rejected(tmp_path: Path) -> None:
+    filtered = run(tmp_path, reg("d/x"), sym("d", "e"))
+    assert filtered.members == ["d/x"]
+    assert "would replace directory" in reasons(filtered)["d"]
+
+
+def test_symlink_target_must_lie_in_submission_paths(tmp_path: Path) -> None:
+    rules = SubmissionRules(paths=("solution.txt", "src"))
+    filtered = run(tmp_path, sym("solution.txt", "tests/expected.txt"), d("src"),
+                   reg("src/a.c"), sym("src/b.c", "a.c"), sym("src/up", ".."), rules=rules)
+    assert filtered.members == ["src", "src/a.c", "src/b.c"]
+    got = reasons(filtered)
+    assert "outside the [submission] paths" in got["solution.txt"]
+    assert "outside the [submission] paths" in got["src/up"]
+
+
+def test_later_member_overrides_symlink_and_vice_versa(tmp_path: Path) -> None:
+    filtered = run(tmp_path, sym("a", "b"), reg("a", b"file wins"), reg("c", b"old"),
+                   sym("c", "a"), reg("d", b"v1"), reg("d", b"v2"))
+    assert filtered.members == ["a", "c", "d"]
+    out = contents(filtered)
+    assert out["a"] == (tarfile.REGTYPE, 0o644, b"file wins")
+    assert out["c"] == (tarfile.SYMTYPE, 0o777, "a")
+    with tarfile.open(fileobj=io.BytesIO(filtered.read_bytes())) as tar:
+        assert [m.name for m in tar].count("a") == 1  # the overridden symlink is not emitted
+
+
+def test_hardlinks_become_copies_of_earlier_members(tmp_path: Path) -> None:
+    filtered = run(tmp_path, reg("a", b"payload", mode=0o755), hard("./b", "./a"),
+                   hard("c", "/etc/passwd"), hard("e", "../../etc/shadow"), hard("f", "later"),
+                   reg("later"), sym("s", "a"), hard("g", "s"), hard("h", "b"))
+    out = contents(filtered)
+    assert out["b"] == (tarfile.REGTYPE, 0o755, b"payload")
+    assert out["h"] == (tarfile.REGTYPE, 0o755, b"payload")
+    assert all(kind != tarfile.LNKTYPE for kind, _, _ in out.values())
+    assert set(reasons(filtered)) == {"c", "e", "f", "g"}
+    assert "not a regular file accepted earlier" in reasons(filtered)["c"]
+
+
+def test_hardlink_to_excluded_member_rejected(tmp_path: Path) -> None:
+    rules = SubmissionRules(paths=("keep",))
+    filtered = run(tmp_path, reg("other", b"x"), hard("keep", "other"), rules=rules)
+    assert filtered.members == []
+    assert "hardlink" in reasons(filtered)["keep"]
+
+
+# -- paths and exclude ----
+def test_paths_and_exclude(tmp_path: Path) -> None:
+    rules = SubmissionRules(paths=("solution.txt", "./src/", "lib/util.c"),
+                            exclude=("build/", "*.o", "docs/*.tmp", "__pycache__*"))
+    filtered = run(tmp_path, reg("solution.txt"), reg("notes.md"), d("src"), reg("src/a.c"),
+                   reg("src/a.o"), d("src/build"), reg("src/build/keep.c"), reg("srcx"),
+                   d("src/__pycache__"), reg("src/__pycache__/a.pyc"), d("lib"),
+                   reg("lib/util.c"), reg("lib/other.c"), d("build"), reg("build/out"),
+                   reg("builder"), rules=rules)
+    assert filtered.members == ["solution.txt", "src", "src/a.c", "src/build",
+                                "src/build/keep.c", "lib/util.c"]
+    assert reasons(filtered) == {
+        "notes.md": "not in [submission] paths",
+        "src/a.o": "excluded by '*.o'",
+        "srcx": "not in [submission] paths",
+        # the directory is listed; its contents are not listed again
+        "src/__pycache__": "excluded by '__pycache__*'",
+        "lib/other.c": "not in [submission] paths",
+        "build": "not in [submission] paths",
+        "builder": "not in [submission] paths",
+    }  # "lib" is a parent of a path: skipped silently
+
+
+def test_exclude_kinds(tmp_path: Path) -> None:
+    rules = SubmissionRules(exclude=("build", "docs/*.tmp", "*.log"))
+    filtered = run(tmp_path, reg("build/x"), reg("builder"), reg("src/build/y"),
+                   reg("docs/a.tmp"), reg("docs/sub/b.tmp"), reg("docs/c.md"),
+                   reg("deep/er/run.log"), rules=rules)
+    assert filtered.members == ["builder", "src/build/y", "docs/c.md"]
+    assert reasons(filtered) == {"build/x": "excluded by 'build'",
+                                 "docs/a.tmp": "excluded by 'docs/*.tmp'",
+                                 "docs/sub/b.tmp": "excluded by 'docs/*.tmp'",
+                                 "deep/er/run.log": "excluded by '*.log'"}
+
+
+def test_rejected_listing_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(archive_mod, "MAX_LISTED_REJECTED", 5)
+    filtered = run(tmp_path, *[reg(f"/abs{i}") for i in range(12)])
+    assert len(filtered.rejected) == 6
+    assert filtered.rejected[-1].reason == "7 more rejected members not listed"
+
+
+# -- output attributes ----
+def test_modes_masked_owner_root_no_xattrs(tmp_path: Path) -> None:
+    xattr = {"SCHILY.xattr.security.capability": "x"}
+    path = make_tar(tmp_path / "pax.tar", reg("suid", mode=0o4755, uid=1000, gid=1000, uname="eve"),
+                    reg("plain", mode=0o600), d("dir", mode=0o3777),
+                    reg("cap", pax_headers=xattr), mode="w", fmt=tarfile.PAX_FORMAT)
+    with tarfile.open(path) as tar:
+        assert tar.getmember("cap").pax_headers == xattr
+    with filter_submission(path, EVERYTHING) as filtered:
+        out = contents(filtered)  # asserts owner 0:0 and no pax records
+    assert out["suid"][1] == 0o755
+    assert out["plain"][1] == 0o600
+    assert out["dir"][1] == 0o777
+    assert out["cap"][0] == tarfile.REGTYPE
+
+
+def test_long_and_non_utf8_names_survive(tmp_path: Path) -> None:
+    long = "d/" + "n" * 300
+    odd = b"caf\xe9".decode("utf-8", "surrogateescape")
+    path = tmp_path / "odd.tar"
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
+        for name in (long, odd):
+            info = tarfile.TarInfo(name)
+            tar.addfile(info, io.BytesIO(b""))
+    with filter_submission(path, EVERYTHING) as filtered:
+        assert filtered.members == [long, odd]
+
+
+def test_large_output_spools_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(archive_mod, "SPOOL_IN_MEMORY", 1024)
+    big = bytes(range(256)) * 64
+    with run(tmp_path, reg("a", big), hard("b", "a")) as filtered:
+        out = contents(filtered)
+        assert out["a"][2] == big and out["b"][2] == big
+
+
+# -- caps ----
+def test_member_cap_refuses_the_archive(tmp_path: Path) -> None:
+    filtered = run(tmp_path, *[reg(f"f{i}") for i in range(20)],
+                   limits=ArchiveLimits(max_members=10))
+    assert filtered.refused == "archive exceeds 10 members"
+    assert filtered.members == [] and filtered.size == 0
+
+
+def test_size_cap_refuses_the_archive(tmp_path: Path) -> None:
+    filtered = run(tmp_path, reg("a", b"x" * 600), reg("b", b"x" * 600),
+                   limits=ArchiveLimits(max_bytes=1000))
+    assert filtered.refused == "archive exceeds 1000 bytes uncompressed"
+
+
+def test_hardlink_copies_count_toward_the_size_cap(tmp_path: Path) -> None:
+    links = [hard(f"l{i}", "a") for i in range(5)]
+    filtered = run(tmp_path, reg("a", b"x" * 300), *links, limits=ArchiveLimits(max_bytes=1000))
+    assert filtered.refused == "archive exceeds 1000 bytes uncompressed"
+
+
+def test_excluded_members_count_toward_the_caps(tmp_path: Path) -> None:
+    filtered = run(tmp_path, reg("junk", b"x" * 2000), rules=SubmissionRules(paths=("keep",)),
+                   limits=ArchiveLimits(max_bytes=1000))
+    assert filtered.refused
+
+
+def test_size_counted_from_headers_before_data(tmp_path: Path) -> None:
+    """A header claiming 10 GiB is refused at once; the data is never read (gzip bombs)."""
+    info = tarfile.TarInfo("bomb")
+    info.size = 10 << 30
+    path = tmp_path / "bomb.tar.gz"
+    path.write_bytes(gzip.compress(info.tobuf(tarfile.GNU_FORMAT) + bytes(512 * 100)))
+    t0 = time.monotonic()
+    filtered = filter_submission(path, EVERYTHING, ArchiveLimits(max_bytes=1 << 20))
+    assert filtered.refused == f"archive exceeds {1 << 20} bytes uncompressed"
+    assert time.monotonic() - t0 < 1
+
+
+def test_header_bloat_is_capped_too(tmp_path: Path) -> None:
+    """A huge long-name header is no file data, but still decompressed bytes: capped."""
+    filtered = run(tmp_path, reg("n" * 200_000), limits=ArchiveLimits(max_members=2, max_bytes=0))
+    assert filtered.refused == "archive exceeds 0 bytes uncompressed"
+
+
+def test_symlink_web_resolves_in_linear_time(tmp_path: Path) -> None:
+    """Each link names the next one several times: naive resolution would be exponential."""
+    links = [sym(f"l{i}", "/".join([f"l{i + 1}", ".."] * 4) + f"/l{i + 1}") for i in range(60)]
+    t0 = time.monotonic()
+    filtered = run(tmp_path, *links, reg("l60"))
+    assert time.monotonic() - t0 < 2
+    assert filtered.rejected == [] and len(filtered.members) == 61

@@ -1,0 +1,477 @@
+"""Integration tests of sforge.judge against the real Docker daemon.
+
+Judge images are built from tests/judge_fixtures/<behaviour>/ (a task directory each, FROM
+busybox:1.36, no pull) once per module and removed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import gzip
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+import sforge
+from sforge import judge as judge_mod
+from sforge.archive import ArchiveError, ArchiveLimits
+from sforge.errors import InfrastructureError
+from sforge.judge import parse_result, run_judge, sweep_stale_containers
+from sforge.loader import load_task
+from sforge.model import Task
+from sforge.results import EvalResult, eval_key
+from sforge.units import parse_memory
+
+docker_test = pytest.mark.docker
+
+FIXTURES = Path(__file__).parent / "judge_fixtures"
+MINE = {"label": f"{judge_mod.OWNER_PID_LABEL}={os.getpid()}"}
+FORGED = b'{"valid": true, "score": 1e9, "summary": "forged"}'
+
+
+# -- archives ------------------------------------------------------------------------------------
+def reg(name: str, data: bytes = b"x", mode: int = 0o644) -> tuple:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    return info, data
+
+
+def special(name: str, kind: bytes, link: str = "") -> tuple:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, link, 0o755
+    return info, None
+
+
+def d(name: str) -> tuple:
+    return special(name, tarfile.DIRTYPE)
+
+
+def sym(name: str, target: str) -> tuple:
+    return special(name, tarfile.SYMTYPE, target)
+
+
+def hard(name: str, target: str) -> tuple:
+    return special(name, tarfile.LNKTYPE, target)
+
+
+@pytest.fixture
+def make_archive(tmp_path: Path):  # type: ignore[no-untyped-def]
+    def make(*entries: tuple) -> Path:
+        path = tmp_path / f"sub{len(list(tmp_path.iterdir()))}.tar.gz"
+        with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as tar:
+            for info, data in entries:
+                tar.addfile(info, io.BytesIO(data) if data is not None else None)
+        return path
+    return make
+
+
+# -- Docker --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client(docker_client: docker.DockerClient) -> docker.DockerClient:
+    """The shared daemon client of conftest.py (fails clearly when Docker is unreachable)."""
+    return docker_client
+
+
+@pytest.fixture(scope="module")
+def judges(client: docker.DockerClient) -> Iterator[dict[str, tuple[Task, str]]]:
+    built: dict[str, tuple[Task, str]] = {}
+    try:
+        for task_dir in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+            tag = f"sforge-test-judge-{task_dir.name}:latest"
+            client.images.build(path=str(task_dir), dockerfile="judge/Dockerfile", tag=tag,
+                                rm=True, forcerm=True, pull=False)
+            built[task_dir.name] = (load_task(task_dir, bases={}), tag)
+        yield built
+    finally:
+        for _, tag in built.values():
+            with contextlib.suppress(docker.errors.APIError):
+                client.images.remove(tag, force=True)
+
+
+@pytest.fixture(autouse=True)
+def no_container_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    if "client" in request.fixturenames:
+        c = request.getfixturevalue("client")
+        assert c.containers.list(all=True, filters=MINE) == []
+
+
+def grade(client: docker.DockerClient, judges: dict, name: str, archive: Path,
+          **kwargs: object) -> EvalResult:
+    task, tag = judges[name]
+    return run_judge(client, tag, task, archive, **kwargs)  # type: ignore[arg-type]
+
+
+def with_rules(task: Task, **changes: object) -> Task:
+    return dataclasses.replace(task, submission=dataclasses.replace(task.submission, **changes))
+
+
+def with_judge(task: Task, **changes: object) -> Task:
+    return dataclasses.replace(task, judge=dataclasses.replace(task.judge, **changes))
+
+
+# -- the valid path ------------------------------------------------------------------------------
+@docker_test
+def test_valid_result(client, judges, make_archive, tmp_path: Path) -> None:
+    archive = make_archive(reg("solution.txt", b"42"), d("src"), reg("src/main.c"))
+    task, tag = judges["inspect"]
+    log_path = tmp_path / "logs" / "judge.log"
+    r = run_judge(client, tag, task, archive, log_path=log_path)
+    assert (r.valid, r.score, r.summary, r.reason) == (True, 42.0, "original", None)
+    assert r.details == ["solution.txt", "src", "src/main.c", "tests", "tests/check.txt"]
+    assert r.metrics["pwd"] == "/home/workspace/app"
+    sha = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert r.submission == sha
+    assert r.key == eval_key(tag, sha, task.judge_settings())
+    assert (r.task, r.judge_image, r.judge_settings) == ("inspect", tag, task.judge_settings())
+    assert r.exit_code == 0 and not r.timed_out and not r.oom_killed
+    assert r.sforge_version == sforge.__version__
+    started = datetime.fromisoformat(r.started_at)
+    finished = datetime.fromisoformat(r.finished_at)
+    assert started.utcoffset().total_seconds() == 0 and started <= finished
+    assert 0 < r.duration_s < 10
+    assert r.log == str(log_path)
+    text = log_path.read_text()
+    assert "inspect judge:" in text and "[sforge] judge exited with code 0" in text
+    # The result round-trips through its file form.
+    r.write(tmp_path / "result.json")
+    assert EvalResult.read(tmp_path / "result.json") == r
+
+
+@docker_test
+def test_key_and_submission_given_by_caller(client, judges, make_archive) -> None:
+    r = grade(client, judges, "inspect", make_archive(reg("solution.txt", b"1")),
+              key="k123", submission="s456")
+    assert (r.key, r.submission, r.score) == ("k123", "s456", 1.0)
+
+
+@docker_test
+def test_dot_slash_prefixes(client, judges, make_archive) -> None:
+    archive = make_archive(d("."), reg("./solution.txt", b"5"), d("./src/"),
+                           reg("./src/main.c"), reg(".//src/./util.c"))
+    r = grade(client, judges, "inspect", archive)
+    assert r.valid and r.score == 5.0
+    assert r.details == ["solution.txt", "src", "src/main.c", "src/util.c", "tests",
+                         "tests/check.txt"]
+    assert r.rejected == []
+
+
+@docker_test
+def test_paths_and_exclude(client, judges, make_archive) -> None:
+    archive = make_archive(reg("solution.txt", b"7"), d("src"), reg("src/main.c"),
+                           reg("src/main.o"), d("build"), reg("build/out"), reg("notes.md"))
+    r = grade(client, judges, "inspect", archive)
+    assert r.details == ["solution.txt", "src", "src/main.c", "tests", "tests/check.txt"]
+    assert {x.path: x.reason for x in r.rejected} == {
+        "src/main.o": "excluded by '*.o'",
+        "build": "not in [submission] paths",
+        "notes.md": "not in [submission] paths",
+    }
+
+
+@docker_test
+def test_protected_judge_files_not_overwritten(client, judges, make_archive) -> None:
+    archive = make_archive(reg("tests/check.txt", b"hacked"), reg("./tests/check.txt", b"hacked"),
+                           sym("src", "tests"), reg("src/check.txt", b"hacked"),
+                           reg("src/../tests/check.txt", b"hacked"), reg("solution.txt", b"1"))
+    r = grade(client, judges, "inspect", archive)
+    assert r.valid and r.summary == "original"
+    assert "src" not in r.details
+    rejected = {x.path for x in r.rejected}
+    assert {"tests/check.txt", "src", "src/check.txt", "src/../tests/check.txt"} <= rejected
+
+
+@docker_test
+def test_missing_cwd_is_created(client, judges, make_archive) -> None:
+    """The echo judge's cwd does not exist in its image."""
+    r = grade(client, judges, "echo", make_archive(reg("result.json", b'{"valid": true, '
+                                                                      b'"score": 1}')))
+    assert (r.valid, r.score) == (True, 1.0)
+
+
+# -- hostile archives ----------------------------------------------------------------------------
+@docker_test
+def test_hostile_corpus(client, judges, make_archive) -> None:
+    task, tag = judges["inspect"]
+    task = with_rules(task, paths=(".",), exclude=())
+    archive = make_archive(
+        reg("/pwned_abs"), reg("../pwned_dotdot"), reg("../../../pwned_dd3"),
+        sym("esc", "/"), reg("esc/pwned_sym"), sym("rel", "../.."), reg("rel/pwned_rel"),
+        d("x"), sym("x/up", ".."), sym("chain", "x/up/../pwned_chain"),
+        hard("hl", "/etc/passwd"), hard("hl2", "../../../etc/hostname"),
+        special("fifo", tarfile.FIFOTYPE), special("null", tarfile.CHRTYPE),
+        special("sda", tarfile.BLKTYPE), reg("ok.txt"))
+    r = run_judge(client, tag, task, archive)
+    assert r.valid
+    assert r.metrics["escaped"] == []
+    assert "ok.txt" in r.details
+    for name in ("esc", "rel", "chain", "hl", "hl2", "fifo", "null", "sda"):
+        assert name not in r.details, name
+    rejected = {x.path: x.reason for x in r.rejected}
+    assert set(rejected) == {"/pwned_abs", "../pwned_dotdot", "../../../pwned_dd3", "esc",
+                             "esc/pwned_sym", "rel", "rel/pwned_rel", "chain", "hl", "hl2",
+                             "fifo", "null", "sda"}
+    assert rejected["fifo"] == "FIFO" and rejected["null"] == "device file"
+
+
+@docker_test
+def test_member_cap(client, judges, make_archive, tmp_path: Path) -> None:
+    archive = make_archive(*[reg(f"solution{i}.txt") for i in range(30)])
+    log_path = tmp_path / "refused.log"
+    r = grade(client, judges, "inspect", archive, limits=ArchiveLimits(max_members=20),
+              log_path=log_path)
+    assert (r.valid, r.reason, r.exit_code) == (False, "archive exceeds 20 members", None)
+    assert r.summary == r.reason
+    assert "archive refused" in log_path.read_text()
+
+
+@docker_test
+def test_size_cap_is_a_gzip_bomb_guard(client, judges, tmp_path: Path) -> None:
+    info = tarfile.TarInfo("solution.txt")
+    info.size = 10 << 30  # the header claims 10 GiB; the data is never read
+    archive = tmp_path / "bomb.tar.gz"
+    archive.write_bytes(gzip.compress(info.tobuf(tarfile.GNU_FORMAT) + bytes(4096)))
+    r = grade(client, judges, "inspect", archive, limits=ArchiveLimits(max_bytes=1 << 20))
+    assert (r.valid, r.reason) == (False, f"archive exceeds {1 << 20} bytes uncompressed")
+
+
+@docker_test
+def test_corrupt_archive_raises(client, judges, tmp_path: Path) -> None:
+    archive = tmp_path / "corrupt.tar.gz"
+    archive.write_bytes(b"\x00garbage" * 1000)
+    with pytest.raises(ArchiveError, match="corrupt.tar.gz"):
+        grade(client, judges, "inspect", archive)
+
+
+@docker_test
+def test_extraction_conflict_with_the_image_is_a_verdict(client, judges, make_archive) -> None:
+    """A directory where the image has a file makes Docker fail the extraction: invalid."""
+    task, tag = judges["inspect"]
+    task = with_rules(task, paths=(".",), exclude=())
+    r = run_judge(client, tag, task, make_archive(reg("tests/check.txt/x")))
+    assert not r.valid and "could not extract the submission" in r.reason
+    assert "not a directory" in r.reason
+
+
+FORGE_ROUTES = {
+    # the image's own planted file, plus every route the archive filter already drops
+    "baked into the image, or rejected by the filter": [
+        reg("/opt/sforge/result.json", FORGED), reg("../../opt/sforge/result.json", FORGED),
+        reg("../opt/sforge/result.json", FORGED), sym("s", "sforge"),
+        reg("s/result.json", FORGED), sym("sforge", "/tmp"), reg("sforge/result.json", FORGED)],
+    # these reach the container: the setup step must clear them
+    "inside cwd (/opt)": [reg("sforge/result.json", FORGED)],
+    "symlinked result.json": [reg("forged.json", FORGED),
+                              sym("sforge/result.json", "../forged.json")],
+    "hardlinked result.json": [reg("forged.json", FORGED),
+                               hard("sforge/result.json", "forged.json")],
+    "result.json as a directory": [d("sforge/result.json"), reg("sforge/result.json/x")],
+    "/opt/sforge as a file": [reg("sforge", FORGED)],
+}
+
+
+@docker_test
+@pytest.mark.parametrize("route", list(FORGE_ROUTES))
+def test_forged_result_never_counts(client, judges, make_archive, route: str) -> None:
+    r = grade(client, judges, "noresult", make_archive(*FORGE_ROUTES[route]))
+    assert not r.valid and r.score is None
+    if route.startswith("baked"):  # every file of it was dropped ("s -> sforge" is harmless)
+        files = {info.name for info, data in FORGE_ROUTES[route] if data is not None}
+        assert files <= {x.path for x in r.rejected}
+    assert r.reason == "no /opt/sforge/result.json (judge exited with code 0)"
+
+
+# -- result.json ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("content", "reason"), [
+    (b'{"valid": true, "score": "abc"}', "score must be a number, got 'abc'"),
+    (b'{"valid": true, "score": true}', "score must be a number, got True"),
+    (b'{"valid": true, "score": null}', "score must be a number, got None"),
+    (b'{"valid": true, "score": NaN}', "score must be finite"),
+    (b'{"valid": true, "score": -Infinity}', "score must be finite"),
+    (b'{"valid": true, "score": 1e999}', "score must be finite"),
+    (b'{"valid": true, "score": 1' + b"0" * 400 + b"}", "score must be finite"),
+    (b'{"valid": true}', "valid is true but there is no 'score'"),
+    (b'{"score": 1}', "result.json has no 'valid' field"),
+    (b'{"valid": "yes", "score": 1}', "'valid' must be true or false, got 'yes'"),
+    (b'{"valid": 1, "score": 1}', "'valid' must be true or false, got 1"),
+    (b"[1, 2]", "result.json is not a JSON object (got list)"),
+    (b"not json", "result.json is not valid JSON"),
+    (b"\xff\xfe", "result.json is not valid JSON"),
+    (b"[" * 100_000, "result.json is not valid JSON"),
+    (b"", "result.json is not valid JSON"),
+])
+def test_parse_result_problems(content: bytes, reason: str) -> None:
+    problem, fields = parse_result(content)
+    assert problem is not None and reason in problem
+    assert fields.get("score") is None
+
+
+def test_parse_result_keeps_grader_fields() -> None:
+    problem, fields = parse_result(b'{"valid": false, "score": 2, "summary": 7}')
+    assert problem is None
+    assert fields == {"valid": False, "score": 2.0, "summary": "7", "details": [], "metrics": {}}
+    problem, fields = parse_result(b'{"valid": true, "score": 1, "details": {"x": 1}}')
+    assert (problem, fields["details"], fields["score"]) == (None, {"x": 1}, 1.0)
+
+
+@docker_test
+@pytest.mark.parametrize(("content", "reason"), [
+    (b'{"valid": true, "score": "abc"}', "score must be a number, got 'abc'"),
+    (b'{"valid": true, "score": NaN}', "score must be finite"),
+    (b"not json", "result.json is not valid JSON"),
+])
+def test_bad_result_is_invalid(client, judges, make_archive, content: bytes, reason: str) -> None:
+    r = grade(client, judges, "echo", make_archive(reg("result.json", content)))
+    assert not r.valid and r.score is None
+    assert reason in r.reason and r.summary == r.reason
+
+
+@docker_test
+def test_grader_fields_are_kept(client, judges, make_archive) -> None:
+    result = {"valid": True, "score": 3, "summary": "3/4 cases ok",
+              "details": [{"name": "case_0000", "status": "PASSED", "score": 1.0}],
+              "metrics": {"t": 1.5, "nested": {"a": [1]}}}
+    r = grade(client, judges, "echo", make_archive(reg("result.json", json.dumps(result).encode())))
+    assert (r.valid, r.score, r.summary, r.reason) == (True, 3.0, "3/4 cases ok", None)
+    assert r.details == result["details"] and r.metrics == result["metrics"]
+
+
+@docker_test
+def test_grader_invalid_verdict_is_kept(client, judges, make_archive) -> None:
+    content = b'{"valid": false, "summary": "wrong answer on case 3", "details": ["x"]}'
+    r = grade(client, judges, "echo", make_archive(reg("result.json", content)))
+    assert (r.valid, r.summary, r.reason, r.details) == (False, "wrong answer on case 3", None,
+                                                         ["x"])
+
+
+@docker_test
+def test_missing_result(client, judges, make_archive, tmp_path: Path) -> None:
+    log_path = tmp_path / "echo.log"
+    r = grade(client, judges, "echo", make_archive(reg("other.txt")), log_path=log_path)
+    assert not r.valid
+    assert r.reason == "no /opt/sforge/result.json (judge exited with code 0)"
+    text = log_path.read_text()
+    assert "echo judge in /work/sub" in text and "to stderr" in text
+
+
+# -- limits --------------------------------------------------------------------------------------
+@docker_test
+def test_timeout_kills_at_once(client, judges, make_archive, tmp_path: Path) -> None:
+    log_path = tmp_path / "sleep.log"
+    t0 = time.monotonic()
+    r = grade(client, judges, "sleep", make_archive(), timeout=1.5, log_path=log_path)
+    elapsed = time.monotonic() - t0
+    assert (r.valid, r.timed_out, r.reason) == (False, True, "timed out after 1.5 s")
+    assert r.summary == r.reason
+    assert r.duration_s < 1.5 + 2
+    assert elapsed < 1.5 + 5
+    assert client.containers.list(all=True, filters={"label": "sforge.task=sleep", **MINE}) == []
+    text = log_path.read_text()
+    assert "sleeping" in text and "never" not in text and "timed out" in text
+
+
+@docker_test
+def test_task_timeout_used_by_default(client, judges, make_archive) -> None:
+    task, tag = judges["sleep"]
+    r = run_judge(client, tag, with_judge(task, timeout_sec=1), make_archive())
+    assert r.timed_out and r.reason == "timed out after 1 s"
+
+
+@docker_test
+def test_internet_when_asked(client, judges, make_archive) -> None:
+    task, tag = judges["inspect"]
+    r = run_judge(client, tag, with_judge(task, internet=True), make_archive())
+    assert "eth0" in r.metrics["net"]
+
+
+@docker_test
+def test_empty_archive_limits_env_and_no_network(client, judges, make_archive) -> None:
+    """One run checks what an empty submission's judge sees: graded, limited, offline."""
+    r = grade(client, judges, "inspect", make_archive())
+    assert (r.valid, r.score, r.summary) == (True, 0.0, "original")
+    assert r.details == ["tests", "tests/check.txt"]
+    m = r.metrics
+    assert m["net"] == ["lo"]
+    assert (m["cpus"], m["memory"]) == ("0.5", "300m")
+    assert int(m["quota"]) / int(m["period"]) == 0.5
+    assert int(m["mem_limit"]) == parse_memory("300m")
+
+
+@docker_test
+def test_oom_kill(client, judges, make_archive) -> None:
+    r = grade(client, judges, "oom", make_archive())
+    assert (r.valid, r.oom_killed) == (False, True)
+    assert r.reason == "killed: out of memory (limit 20m)"
+
+
+# -- infrastructure ------------------------------------------------------------------------------
+@docker_test
+def test_daemon_unreachable(judges, make_archive) -> None:
+    dead = docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.41")
+    task, tag = judges["inspect"]
+    with pytest.raises(InfrastructureError, match="nonexistent.sock"):
+        run_judge(dead, tag, task, make_archive(reg("solution.txt")))
+
+
+@docker_test
+def test_image_missing(client, judges, make_archive) -> None:
+    task, _ = judges["inspect"]
+    with pytest.raises(InfrastructureError, match="sforge-test-judge-absent:nope.*not found"):
+        run_judge(client, "sforge-test-judge-absent:nope", task, make_archive())
+
+
+@docker_test
+def test_ctrl_c_removes_the_container(client, judges, make_archive) -> None:
+    task, tag = judges["sleep"]
+    main = threading.main_thread().ident
+    assert main is not None and threading.current_thread().ident == main
+    timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_judge(client, tag, task, make_archive(), timeout=20)
+    finally:
+        timer.cancel()
+    assert client.containers.list(all=True, filters=MINE) == []
+
+
+@docker_test
+def test_sweep_removes_only_dead_owners(client, judges) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = judge_mod._owner_labels()
+    api = client.api
+    ids = {
+        "dead": api.create_container("busybox:1.36", "true", labels={
+            **labels, judge_mod.OWNER_PID_LABEL: str(dead.pid)})["Id"],
+        "reused pid": api.create_container("busybox:1.36", "true", labels={
+            **labels, judge_mod.OWNER_START_LABEL: "1"})["Id"],
+        "live": api.create_container("busybox:1.36", "true", labels=labels)["Id"],
+        "other host": api.create_container("busybox:1.36", "true", labels={
+            **labels, judge_mod.OWNER_PID_LABEL: str(dead.pid),
+            judge_mod.OWNER_HOST_LABEL: "some-other-host"})["Id"],
+    }
+    try:
+        removed = set(sweep_stale_containers(client))
+        assert ids["dead"] in removed and ids["reused pid"] in removed
+        assert ids["live"] not in removed and ids["other host"] not in removed
+        left = {c.id for c in client.containers.list(all=True, filters=MINE)}
+        assert left == {ids["live"]}
+    finally:
+        for cid in ids.values():
+            with contextlib.suppress(docker.errors.NotFound):
+                api.remove_container(cid, force=True)
