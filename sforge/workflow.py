@@ -49,6 +49,7 @@ def run(job: Run) -> bool:
 
 def _run_api(job: Run) -> bool:
     from snakemake.api import SnakemakeApi
+    from snakemake.scheduling.greedy import SchedulerSettings as GreedySchedulerSettings
     from snakemake.settings.enums import Quietness
     from snakemake.settings.types import (
         ConfigSettings,
@@ -56,6 +57,7 @@ def _run_api(job: Run) -> bool:
         ExecutionSettings,
         OutputSettings,
         ResourceSettings,
+        SchedulingSettings,
         StorageSettings,
     )
 
@@ -77,6 +79,10 @@ def _run_api(job: Run) -> bool:
                 pseudo_executor="dryrun" if job.dryrun else None,
                 execution_settings=ExecutionSettings(keep_going=job.keep_going,
                                                      use_threads=True, lock=False),
+                # the ILP scheduler starts a solver process per round: ~0.2 s a judge here
+                scheduling_settings=SchedulingSettings(scheduler="greedy"),
+                scheduler_settings=GreedySchedulerSettings(),
+                greedy_scheduler_settings=GreedySchedulerSettings(),
             )
     except Exception as exc:  # Snakemake has already logged the failing jobs
         from snakemake.exceptions import WorkflowError
