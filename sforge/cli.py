@@ -60,7 +60,8 @@ def _workflow(args, config, targets, *, cores=None, quiet=False) -> bool:
     config = dict(config, verify_images=False)  # the CLI has checked them already
     return run(Run(targets=[str(t) for t in targets], config=config,
                    cores=cores or getattr(args, "jobs", 1) or 1,
-                   profile=getattr(args, "profile", None), quiet=quiet))
+                   profile=getattr(args, "profile", None), quiet=quiet,
+                   verbose=args.verbose))
 
 
 # list ---------------------------------------------------------------------------------
@@ -344,7 +345,12 @@ def cmd_report(args) -> int:
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
     _prepare_images(pipe, None)
-    ok = _workflow(args, pipe.config, [pipe.layout.report])
+    # Pending results are targets of their own: Snakemake does not remake a missing
+    # intermediate file when what depends on it is present.
+    pending = sorted({p for _, p in pipe.records() if not p.exists()})
+    if pending:
+        _sweep()
+    ok = _workflow(args, pipe.config, [*pending, pipe.layout.report])
     if pipe.layout.leaderboard.exists():
         print(leaderboard_text(pipe.layout.leaderboard))
         print(f"\nreport: {pipe.layout.report}")
@@ -394,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "$SFORGE_REGISTRY, else benchmark.toml's registry)")
     parser.add_argument("--config", metavar="FILE",
                         help="config file (default: config.yaml of the sforge repository)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="show every Snakemake job (default: progress only)")
     parser.add_argument("--version", action="version", version=f"sforge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

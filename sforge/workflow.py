@@ -30,6 +30,7 @@ class Run:
     keep_going: bool = True
     profile: str | None = None
     quiet: bool = False
+    verbose: bool = False
     extra_args: list[str] = field(default_factory=list)
 
 
@@ -61,8 +62,10 @@ def _run_api(job: Run) -> bool:
         StorageSettings,
     )
 
-    quiet = {Quietness.PROGRESS, Quietness.RULES, Quietness.HOST} if job.quiet else {
-        Quietness.HOST}
+    # Default: progress only ("N of M steps done"); quiet: nothing; verbose: every job.
+    quiet = {Quietness.HOST} if job.verbose else {Quietness.RULES, Quietness.HOST}
+    if job.quiet:
+        quiet |= {Quietness.PROGRESS}
     try:
         with SnakemakeApi(OutputSettings(quiet=quiet, dryrun=job.dryrun)) as api:
             wf = api.workflow(
