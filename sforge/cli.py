@@ -1,4 +1,4 @@
-"""`sforge`: build images, grade archives, aggregate scores for a benchmark directory.
+"""sforge: build images, grade archives, aggregate scores for a benchmark directory.
 
 Fast paths answer from the same targets the Snakefile declares (sentinels, result files)
 without starting Snakemake when nothing needs making: its import alone costs ~1 s here.
