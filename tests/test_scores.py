@@ -1,0 +1,512 @@
+"""Aggregation: eval result files → scores.csv → best.csv → leaderboard, budgets.
+
+The fixture benchmark tests/fixtures/scores_bench has five tasks:
+  max_task        maximize, linear 0..200            category alpha
+  min_task        minimize, min_linear 100 → 20      category alpha
+  piece_task      maximize, piecewise_max (rescale.md worked example)   category beta
+  norescale_task  maximize, no rescale table         category beta
+  empty_task      maximize, linear 0..1, no category; nobody submits to it
+Expected numbers are computed by hand from the formulas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sforge import scores
+from sforge.errors import SforgeError
+from sforge.loader import load_benchmark
+from sforge.model import Benchmark
+from sforge.results import EvalResult
+from sforge.submissions import Submission
+
+FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
+TOL = 1e-9
+PW_R30 = 47169682940.0
+
+
+@pytest.fixture(scope="module")
+def bench() -> Benchmark:
+    b = load_benchmark(FIXTURE)
+    assert not b.errors and len(b.tasks) == 5
+    return b
+
+
+@dataclass
+class Tables:
+    scores: pd.DataFrame
+    best: pd.DataFrame
+    board: pd.DataFrame
+    budgets: pd.DataFrame
+    out: Path
+
+
+@dataclass
+class World:
+    """Eval result files and Submission records, written as sforge would write them."""
+
+    root: Path
+    records: list[tuple[Submission, Path]] = field(default_factory=list)
+    n: int = 0
+
+    def add(self, source: str, task: str, score: float | None, valid: bool = True, *,
+            submitted_at: str | None = None, elapsed_s: float | None = None,
+            graded_at: str = "2025-01-01T00:00:00+00:00", sha: str | None = None,
+            name: str | None = None, agent: str | None = None, model: str | None = None,
+            summary: str = "ok") -> tuple[Submission, Path]:
+        self.n += 1
+        sha = sha or hashlib.sha256(f"archive {self.n}".encode()).hexdigest()
+        key = hashlib.sha256(f"{task} {sha}".encode()).hexdigest()[:20]
+        path = self.root / "evals" / task / f"{key}.json"
+        if not path.exists():  # identical archives share one result
+            EvalResult(task=task, submission=sha, key=key, valid=valid, score=score,
+                       summary=summary, reason=None if valid else "grader said no",
+                       duration_s=1.5, finished_at=graded_at,
+                       judge_image=f"scoresbench.judge.{task}:0123456789ab").write(path)
+        sub = Submission(source=source, task=task, name=name or f"sub{self.n:03d}",
+                         path=self.root / "subs" / f"{self.n}.tar.gz", sha256=sha,
+                         submitted_at=submitted_at, elapsed_s=elapsed_s, agent=agent,
+                         model=model)
+        self.records.append((sub, path))
+        return sub, path
+
+    def run(self, bench: Benchmark, budgets: list[float] | None = None) -> Tables:
+        out = self.root / "out"
+        scores.write_scores(bench, self.records, out / "scores.csv")
+        scores.write_best(bench, out / "scores.csv", out / "best.csv")
+        scores.write_leaderboard(bench, out / "best.csv", out / "scores.csv",
+                                 out / "leaderboard.csv", out / "leaderboard.md",
+                                 out / "budgets.csv", budgets or [2, 4, 6])
+        return Tables(scores.read_scores(out / "scores.csv"), scores.read_best(out / "best.csv"),
+                      scores.read_leaderboard(out / "leaderboard.csv"),
+                      scores.read_budgets(out / "budgets.csv"), out)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def close(a: float, b: float) -> bool:
+    return abs(a - b) <= TOL
+
+
+def best_of(t: Tables, source: str, task: str) -> pd.Series:
+    rows = t.best[(t.best["source"] == source) & (t.best["task"] == task)]
+    assert len(rows) == 1, rows
+    return rows.iloc[0]
+
+
+def board_row(t: Tables, source: str) -> pd.Series:
+    rows = t.board[t.board["source"] == source]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+# --------------------------------------------------------------------------- scores.csv
+def test_scores_csv_one_row_per_graded_submission(bench, world):
+    a1, _ = world.add("A", "max_task", 150.0, agent="claude-code", model="m1",
+                      submitted_at="2025-01-01T01:00:00+00:00", elapsed_s=60.0)
+    world.add("A", "max_task", 190.0, valid=False)
+    world.add("B", "max_task", 150.0, sha=a1.sha256)  # identical archive: shared result file
+    world.add("B", "min_task", 30.0)
+    world.add("B", "norescale_task", 7.0)
+    t = world.run(bench)
+    header = (t.out / "scores.csv").read_text().splitlines()[0].split(",")
+    assert header == list(scores.SCORES_COLUMNS)
+    for col in ("task", "submission", "source", "valid", "score", "rescaled", "summary",
+                "direction", "judge_image", "graded_at", "duration_s", "submitted_at",
+                "elapsed_s", "agent", "model", "name", "key", "reason"):
+        assert col in header
+    assert len(t.scores) == 5
+    first = t.scores[(t.scores["source"] == "A") & (t.scores["valid"])].iloc[0]
+    assert first["submission"] == a1.sha256 and len(first["key"]) == 20
+    assert close(first["rescaled"], 100 * (150 - 0) / (200 - 0))
+    assert first["direction"] == "maximize" and first["agent"] == "claude-code"
+    assert first["graded_at"] == "2025-01-01T00:00:00+00:00" and first["duration_s"] == 1.5
+    assert first["submitted_at"] == "2025-01-01T01:00:00+00:00" and first["elapsed_s"] == 60
+    assert first["judge_image"] == "scoresbench.judge.max_task:0123456789ab"
+    invalid = t.scores[~t.scores["valid"]].iloc[0]
+    assert invalid["score"] == 190.0 and math.isnan(invalid["rescaled"])
+    assert invalid["reason"] == "grader said no"
+    shared = t.scores[t.scores["submission"] == a1.sha256]
+    assert len(shared) == 2 and shared["key"].nunique() == 1
+    assert set(shared["source"]) == {"A", "B"}
+    mn = t.scores[t.scores["task"] == "min_task"].iloc[0]
+    assert mn["direction"] == "minimize" and close(mn["rescaled"], 100 * (100 - 30) / (100 - 20))
+    nr = t.scores[t.scores["task"] == "norescale_task"].iloc[0]
+    assert nr["score"] == 7.0 and math.isnan(nr["rescaled"])  # no table: null, never 0
+    assert pd.isna(nr["submitted_at"]) and pd.isna(nr["elapsed_s"]) and pd.isna(nr["agent"])
+
+
+def test_rescaled_exact_through_the_csv(bench, world):
+    world.add("A", "piece_task", 43623268300.0)
+    world.add("A", "piece_task", 49702568341.0)
+    world.add("A", "piece_task", 6e10)
+    world.add("A", "piece_task", -1.0)
+    t = world.run(bench)
+    got = dict(zip(t.scores["score"], t.scores["rescaled"], strict=True))
+    assert close(got[43623268300.0], 20 * 43623268300.0 / PW_R30)
+    assert close(got[49702568341.0], 80.0)
+    assert close(got[6e10], 100.0)
+    assert close(got[-1.0], 0.0)
+
+
+def test_valid_without_a_score_is_not_ranked(bench, world):
+    world.add("A", "max_task", None, valid=True)
+    t = world.run(bench)
+    assert len(t.scores) == 1 and pd.isna(t.scores["score"].iloc[0])
+    assert t.best.empty
+    assert board_row(t, "A")["tasks_valid"] == 0
+
+
+def test_text_stays_text(bench, world):
+    world.add("007", "max_task", 10.0, name="NA", agent="null", model="None", summary="NA")
+    t = world.run(bench)
+    row = t.scores.iloc[0]
+    assert (row["source"], row["name"], row["agent"], row["model"], row["summary"]) == (
+        "007", "NA", "null", "None", "NA")
+    assert board_row(t, "007")["agent"] == "null"
+
+
+def test_same_inputs_same_bytes_whatever_the_order(bench, world, tmp_path):
+    for i in range(30):
+        world.add(f"S{i % 3}", ["max_task", "min_task", "piece_task"][i % 3], float(i),
+                  valid=i % 4 != 0, elapsed_s=60.0 * i)
+    world.run(bench)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").glob("*.csv")}
+    random.Random(3).shuffle(world.records)
+    scores.write_scores(bench, world.records, tmp_path / "out" / "scores.csv", cache=False)
+    assert (tmp_path / "out" / "scores.csv").read_bytes() == before["scores.csv"]
+
+
+def test_results_for_tasks_not_in_the_benchmark_are_kept_but_not_ranked(bench, world):
+    world.add("A", "ghost_task", 5.0)
+    world.add("A", "max_task", 100.0)
+    t = world.run(bench)
+    ghost = t.scores[t.scores["task"] == "ghost_task"].iloc[0]
+    assert pd.isna(ghost["direction"]) and math.isnan(ghost["rescaled"])
+    assert list(t.best["task"]) == ["max_task"]
+    assert board_row(t, "A")["tasks_valid"] == 1
+
+
+# --------------------------------------------------------------------------- errors
+def test_missing_result_file_raises(bench, world, tmp_path):
+    sub, path = world.add("A", "max_task", 1.0)
+    path.unlink()
+    with pytest.raises(SforgeError, match="eval result missing"):
+        scores.write_scores(bench, world.records, tmp_path / "out" / "scores.csv")
+    assert not (tmp_path / "out" / "scores.csv").exists()
+
+
+def test_result_for_another_archive_raises(bench, world, tmp_path):
+    sub, path = world.add("A", "max_task", 1.0)
+    other = Submission(source="A", task="max_task", name="wrong", path=sub.path,
+                       sha256="0" * 64)
+    with pytest.raises(SforgeError, match="was paired with A/max_task/wrong"):
+        scores.write_scores(bench, [(other, path)], tmp_path / "out" / "scores.csv")
+
+
+def test_result_for_another_task_raises(bench, world, tmp_path):
+    sub, path = world.add("A", "max_task", 1.0)
+    other = Submission(source="A", task="min_task", name="x", path=sub.path, sha256=sub.sha256)
+    with pytest.raises(SforgeError, match="eval result is for task 'max_task'"):
+        scores.write_scores(bench, [(other, path)], tmp_path / "out" / "scores.csv")
+
+
+def test_broken_result_file_raises_naming_it(bench, world, tmp_path):
+    _, path = world.add("A", "max_task", 1.0)
+    path.write_text("{not json")
+    with pytest.raises(SforgeError, match=f"{path.name}: unreadable eval result"):
+        scores.write_scores(bench, world.records, tmp_path / "out" / "scores.csv")
+    path.write_text('{"task": "max_task"}')
+    with pytest.raises(SforgeError, match="not an eval result"):
+        scores.write_scores(bench, world.records, tmp_path / "out" / "scores.csv")
+
+
+# --------------------------------------------------------------------------- best.csv
+def test_best_in_each_direction_and_invalid_never_wins(bench, world):
+    world.add("A", "max_task", 50.0)
+    world.add("A", "max_task", 120.0, name="good")
+    world.add("A", "max_task", 199.0, valid=False)  # better raw, but invalid
+    world.add("A", "min_task", 80.0)
+    world.add("A", "min_task", 40.0, name="low")
+    world.add("A", "min_task", 10.0, valid=False)  # better raw, but invalid
+    world.add("A", "min_task", 95.0)
+    world.add("B", "max_task", 200.0, valid=False)  # only invalid: no best row
+    t = world.run(bench)
+    mx = best_of(t, "A", "max_task")
+    assert (mx["score"], mx["name"], mx["direction"]) == (120.0, "good", "maximize")
+    assert close(mx["rescaled"], 100 * 120 / 200)
+    assert (mx["valid_count"], mx["submissions"], mx["category"]) == (2, 3, "alpha")
+    mn = best_of(t, "A", "min_task")
+    assert (mn["score"], mn["name"], mn["direction"]) == (40.0, "low", "minimize")
+    assert close(mn["rescaled"], 100 * (100 - 40) / (100 - 20))
+    assert (mn["valid_count"], mn["submissions"]) == (3, 4)
+    assert not ((t.best["source"] == "B") & (t.best["task"] == "max_task")).any()
+    assert len(t.best) == 2
+
+
+def test_ties_go_to_the_earliest_submission(bench, world):
+    # submitted_at decides, compared as instants: 01:00+02:00 is before 00:30Z
+    world.add("T", "max_task", 100.0, name="a-later", submitted_at="2025-01-02T00:30:00+00:00",
+              elapsed_s=1.0)
+    world.add("T", "max_task", 100.0, name="b-earlier",
+              submitted_at="2025-01-02T01:00:00+02:00", elapsed_s=999.0)
+    world.add("T", "max_task", 99.0, name="0-worse", submitted_at="2025-01-01T00:00:00+00:00")
+    # no submitted_at: elapsed_s decides
+    world.add("T", "min_task", 30.0, name="a-second", elapsed_s=900.0)
+    world.add("T", "min_task", 30.0, name="z-first", elapsed_s=500.0)
+    # neither: graded_at decides
+    world.add("T", "piece_task", 1e10, name="a-graded-later",
+              graded_at="2025-01-03T00:00:00+00:00")
+    world.add("T", "piece_task", 1e10, name="b-graded-first",
+              graded_at="2025-01-02T00:00:00+00:00")
+    t = world.run(bench)
+    assert best_of(t, "T", "max_task")["name"] == "b-earlier"
+    assert best_of(t, "T", "min_task")["name"] == "z-first"
+    assert best_of(t, "T", "piece_task")["name"] == "b-graded-first"
+
+
+def test_best_uses_the_benchmark_as_loaded(bench, world, tmp_path):
+    """Direction and rescale come from task.toml now, so a stale scores.csv cannot rank."""
+    world.add("A", "max_task", 10.0)
+    world.add("A", "max_task", 20.0)
+    t = world.run(bench)
+    stale = t.scores.assign(direction="minimize", rescaled=0.0)
+    stale.to_csv(t.out / "scores.csv", index=False)
+    scores.write_best(bench, t.out / "scores.csv", t.out / "best.csv")
+    row = scores.read_best(t.out / "best.csv").iloc[0]
+    assert row["score"] == 20.0 and close(row["rescaled"], 10.0)
+
+
+# --------------------------------------------------------------------------- leaderboard
+def test_leaderboard_mean_over_every_task_and_categories(bench, world):
+    world.add("A", "max_task", 100.0, agent="agent-a", model="m")  # 50
+    world.add("A", "min_task", 20.0)  # 100
+    world.add("A", "piece_task", 49702568341.0)  # 80
+    world.add("A", "norescale_task", 5.0)  # valid, but no table: counts 0
+    world.add("B", "max_task", 180.0, valid=False)  # only invalid: 0 everywhere
+    world.add("C", "max_task", 200.0)  # 100
+    world.add("C", "max_task", 10.0)
+    t = world.run(bench)
+    assert list(t.board.columns) == ["rank", "source", "agent", "model", "score", "alpha",
+                                     "beta", "uncategorized", "tasks_valid", "tasks"]
+    assert list(t.board["source"]) == ["A", "C", "B"]
+    assert list(t.board["rank"]) == [1, 2, 3]
+    a, b, c = board_row(t, "A"), board_row(t, "B"), board_row(t, "C")
+    assert close(a["score"], (50 + 100 + 80 + 0 + 0) / 5)
+    assert close(a["alpha"], (50 + 100) / 2) and close(a["beta"], (80 + 0) / 2)
+    assert close(a["uncategorized"], 0.0)
+    assert (a["tasks_valid"], a["tasks"], a["agent"], a["model"]) == (4, 5, "agent-a", "m")
+    assert close(b["score"], 0.0) and b["tasks_valid"] == 0
+    assert close(c["score"], 100 / 5) and close(c["alpha"], 50.0) and close(c["beta"], 0.0)
+    md = (t.out / "leaderboard.md").read_text()
+    assert "# Leaderboard: scoresbench" in md and "| A " in md and "46.00" in md
+    assert "counts 0" in md
+    text = scores.leaderboard_text(t.out / "leaderboard.csv")
+    assert text.splitlines()[0].startswith("|") and "46.00" in text and "| C " in text
+
+
+def test_equal_scores_share_a_rank(bench, world):
+    world.add("A", "max_task", 100.0)
+    world.add("B", "max_task", 100.0)
+    world.add("C", "max_task", 20.0)
+    t = world.run(bench)
+    assert list(t.board["rank"]) == [1, 1, 3]
+    assert list(t.board["source"]) == ["A", "B", "C"]
+
+
+def test_category_named_like_a_column_is_prefixed(tmp_path):
+    root = tmp_path / "b"
+    (root / "tasks").mkdir(parents=True)
+    (root / "benchmark.toml").write_text('name = "b"\n')
+    for tid, cat in (("t1", "score"), ("t2", "games")):
+        d = root / "tasks" / tid
+        for sub in ("environment", "judge"):
+            (d / sub).mkdir(parents=True)
+            (d / sub / "Dockerfile").write_text("FROM scratch\n")
+        (d / "task.toml").write_text(f'id = "{tid}"\ncategory = "{cat}"\n[judge]\ncmd = "x"\n'
+                                     '[score]\nrescale = { kind = "linear", lower = 0.0, '
+                                     "upper = 10.0 }\n")
+    b = load_benchmark(root)
+    assert scores.category_columns(b) == {"games": "games", "score": "category:score"}
+    w = World(tmp_path / "w")
+    w.add("A", "t1", 5.0)
+    t = w.run(b)
+    row = board_row(t, "A")
+    assert close(row["score"], 25.0) and close(row["category:score"], 50.0)
+    assert close(row["games"], 0.0)
+
+
+# --------------------------------------------------------------------------- budgets
+def test_budgets_best_so_far_within_each_time_budget(bench, world):
+    h = 3600.0
+    world.add("A", "max_task", 40.0, elapsed_s=1 * h)  # 20
+    world.add("A", "max_task", 160.0, elapsed_s=3 * h)  # 80
+    world.add("A", "max_task", 190.0, valid=False, elapsed_s=3.5 * h)  # invalid
+    world.add("A", "min_task", 60.0, elapsed_s=5 * h)  # 50
+    world.add("A", "min_task", 20.0, elapsed_s=7 * h)  # beyond every budget
+    world.add("A", "max_task", 200.0)  # no elapsed time: leaderboard only
+    world.add("D", "max_task", 200.0)  # a source without times: no budget rows
+    t = world.run(bench, budgets=[6, 2, 4, 4])
+    assert list(t.budgets.columns) == ["source", "budget_h", "score", "tasks_valid"]
+    assert list(t.budgets["source"]) == ["A", "A", "A"]
+    assert list(t.budgets["budget_h"]) == [2.0, 4.0, 6.0]
+    assert [round(x, 9) for x in t.budgets["score"]] == [20 / 5, 80 / 5, (80 + 50) / 5]
+    assert list(t.budgets["tasks_valid"]) == [1, 1, 2]
+    # the leaderboard itself uses every submission
+    assert close(board_row(t, "A")["score"], (100 + 100) / 5)
+    md = (t.out / "leaderboard.md").read_text()
+    assert "## Time budgets" in md
+    assert re.search(r"\|\s+source\s+\|\s+2h\s+\|\s+4h\s+\|\s+6h\s+\|", md)
+    assert re.search(r"\|\s+A\s+\|\s+4\.00\s+\|\s+16\.00\s+\|\s+26\.00\s+\|", md)
+
+
+def test_budgets_default_and_bad_values(bench, world, tmp_path):
+    world.add("A", "max_task", 40.0, elapsed_s=100.0)
+    out = tmp_path / "out"
+    scores.write_scores(bench, world.records, out / "scores.csv")
+    scores.write_best(bench, out / "scores.csv", out / "best.csv")
+    scores.write_leaderboard(bench, out / "best.csv", out / "scores.csv", out / "lb.csv",
+                             out / "lb.md", out / "budgets.csv")
+    assert list(scores.read_budgets(out / "budgets.csv")["budget_h"]) == [2, 4, 6, 8, 10, 12]
+    for bad in ([0], [-2], [math.nan], [math.inf]):
+        with pytest.raises(SforgeError, match="positive hours"):
+            scores.write_leaderboard(bench, out / "best.csv", out / "scores.csv",
+                                     out / "lb.csv", out / "lb.md", out / "budgets.csv", bad)
+
+
+# --------------------------------------------------------------------------- empty
+def test_no_submissions_still_gives_valid_files(bench, world):
+    t = world.run(bench)
+    for name, cols in (("scores.csv", scores.SCORES_COLUMNS), ("best.csv", scores.BEST_COLUMNS),
+                       ("budgets.csv", scores.BUDGETS_COLUMNS)):
+        lines = (t.out / name).read_text().splitlines()
+        assert lines == [",".join(cols)], name
+    assert t.board.empty
+    assert list(t.board.columns) == ["rank", "source", "agent", "model", "score", "alpha",
+                                     "beta", "uncategorized", "tasks_valid", "tasks"]
+    assert "No graded submissions yet." in (t.out / "leaderboard.md").read_text()
+    assert scores.leaderboard_text(t.out / "leaderboard.csv") == "No graded submissions yet."
+
+
+# --------------------------------------------------------------------------- parse cache
+def test_parse_cache_skips_unchanged_files_and_sees_changes(bench, world, tmp_path,
+                                                             monkeypatch):
+    for i in range(5):
+        world.add("A", "max_task", 10.0 * i)
+    _, changed = world.add("A", "max_task", 20.0, name="later")
+    out = tmp_path / "out" / "scores.csv"
+    scores.write_scores(bench, world.records, out)
+    first = out.read_bytes()
+    assert (tmp_path / "out" / ".cache").is_dir()
+
+    real = scores._parse_result
+    calls: list[str] = []
+
+    def counting(path: str):  # type: ignore[no-untyped-def]
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(scores, "_parse_result", counting)
+    scores.write_scores(bench, world.records, out)
+    assert calls == [] and out.read_bytes() == first
+
+    result = EvalResult.read(changed)
+    result.score = 190.0
+    result.write(changed)  # regraded: atomic write, new file
+    scores.write_scores(bench, world.records, out)
+    assert calls == [str(changed)]
+    table = scores.read_scores(out)
+    assert table.loc[table["name"] == "later", "score"].item() == 190.0
+    assert close(table.loc[table["name"] == "later", "rescaled"].item(), 95.0)
+
+    # cache=False parses everything and agrees with the cached run
+    calls.clear()
+    scores.write_scores(bench, world.records, tmp_path / "nocache.csv", cache=False)
+    assert len(calls) == 6 and (tmp_path / "nocache.csv").read_bytes() == out.read_bytes()
+
+
+def test_corrupt_cache_is_ignored(bench, world, tmp_path):
+    world.add("A", "max_task", 10.0)
+    out = tmp_path / "out" / "scores.csv"
+    scores.write_scores(bench, world.records, out)
+    first = out.read_bytes()
+    shards = list((tmp_path / "out" / ".cache").rglob("*.json"))
+    assert shards
+    for cache in shards:
+        cache.write_text("{garbage")
+    scores.write_scores(bench, world.records, out)
+    assert out.read_bytes() == first
+
+
+# --------------------------------------------------------------------------- CSV writer
+def test_csv_writer_is_byte_identical_to_pandas():
+    texts = ["plain", "a,b", 'q"uote', "new\nline", "cr\rx", "", None, "ünïcødé ✓", " pad ",
+             "NA", "null", "'single'", "tab\there", '"', ",", "0012"]
+    floats = [0.1 + 0.2, 1e22, 1e-300, -0.0, math.nan, math.inf, -math.inf,
+              123456789.123456789, 5e-324, 2.0, -17.5, 1e16, 43623268300.0, 18.496316100105634,
+              1 / 3, 100.0]
+    n = len(texts)
+    df = pd.DataFrame({
+        "text": pd.Series(texts, dtype="str"),
+        "x": pd.Series(floats, dtype="float64"),
+        "flag": pd.Series([i % 3 == 0 for i in range(n)], dtype=bool),
+        "count": pd.Series(range(-3, n - 3), dtype="int64"),
+        "a,b": pd.Series(list(reversed(texts)), dtype="str"),
+    })
+    ours = scores.csv_text(df)
+    # The one intended difference: pandas leaves "\r" bare and then misreads its own file.
+    assert ours == df.to_csv(index=False, lineterminator="\n").replace('cr\rx', '"cr\rx"')
+    empty = df.iloc[0:0]
+    assert scores.csv_text(empty) == empty.to_csv(index=False, lineterminator="\n")
+    one = df[["text"]]
+    assert scores.csv_text(one) == one.to_csv(index=False, lineterminator="\n")
+
+
+def test_summary_with_newlines_and_carriage_returns_round_trips(bench, world):
+    world.add("A", "max_task", 10.0, summary='line 1\nline 2\r\n 3, "quoted"\rprogress 50%')
+    world.add("A", "max_task", 20.0, summary="plain")
+    t = world.run(bench)
+    assert len(t.scores) == 2
+    assert set(t.scores["summary"]) == {'line 1\nline 2\r\n 3, "quoted"\rprogress 50%',
+                                        "plain"}
+
+
+def test_csv_round_trip_is_exact(tmp_path):
+    raws = [0.1 + 0.2, 1e-300, 43623268300.0, 18.496316100105634, 1 / 3, -0.0, 5e-324]
+    df = pd.DataFrame({"task": pd.Series(["0012"] * len(raws), dtype="str"),
+                       "score": pd.Series(raws, dtype="float64")})
+    path = tmp_path / "t.csv"
+    scores._write_csv(df, path)
+    back = scores.read_table(path, {"task": "str", "score": "float64"})
+    assert list(back["task"]) == ["0012"] * len(raws)
+    assert [x.hex() for x in back["score"]] == [x.hex() for x in raws]
+
+
+def test_parse_cache_rewrites_only_the_changed_directory(bench, world, tmp_path):
+    world.add("A", "max_task", 10.0)
+    _, changed = world.add("A", "max_task", 20.0)
+    world.add("A", "min_task", 50.0)
+    out = tmp_path / "out" / "scores.csv"
+    scores.write_scores(bench, world.records, out)
+    shards = {p: p.stat().st_ino for p in (tmp_path / "out" / ".cache").rglob("*.json")}
+    assert len(shards) == 2  # one per evals/<task>/ directory
+    result = EvalResult.read(changed)
+    result.score = 30.0
+    result.write(changed)
+    scores.write_scores(bench, world.records, out)
+    rewritten = {p for p, ino in shards.items() if p.stat().st_ino != ino}
+    assert len(rewritten) == 1 and "max_task" in rewritten.pop().read_text()
+    # a directory no longer aggregated loses its cache file
+    scores.write_scores(bench, [r for r in world.records if r[0].task == "min_task"], out)
+    assert len(list((tmp_path / "out" / ".cache").rglob("*.json"))) == 1
