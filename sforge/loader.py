@@ -170,12 +170,7 @@ def load_task(task_dir: Path, bases: dict[str, Path], cache: HashCache | None = 
 def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmark:
     """Load a benchmark directory. Raises DefinitionError only for benchmark-level faults."""
     root = Path(root)
-    if not root.is_dir():
-        raise DefinitionError(root, None, "benchmark directory not found (set -b/--benchmark "
-                              "or SFORGE_BENCHMARK)")
-    path = root / "benchmark.toml"
-    data = _read_toml(path, None)
-    _schema_error(path, data, "benchmark.schema.yaml", None)
+    data = _benchmark_toml(root)
     bases_dir = root / "bases"
     bases = {}
     if bases_dir.is_dir():
@@ -197,12 +192,16 @@ def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmar
     return bench
 
 
-def load_benchmark_name(root: Path) -> str:
-    """Just the name (it places the results and the caches), with the same checks."""
+def _benchmark_toml(root: Path) -> dict[str, Any]:
     if not root.is_dir():
         raise DefinitionError(root, None, "benchmark directory not found (set -b/--benchmark "
                               "or SFORGE_BENCHMARK)")
     path = root / "benchmark.toml"
     data = _read_toml(path, None)
     _schema_error(path, data, "benchmark.schema.yaml", None)
-    return data["name"]
+    return data
+
+
+def load_benchmark_name(root: Path) -> str:
+    """Just the name (it places the results and the caches), with the same checks."""
+    return _benchmark_toml(root)["name"]

@@ -510,3 +510,33 @@ def test_parse_cache_rewrites_only_the_changed_directory(bench, world, tmp_path)
     # a directory no longer aggregated loses its cache file
     scores.write_scores(bench, [r for r in world.records if r[0].task == "min_task"], out)
     assert len(list((tmp_path / "out" / ".cache").rglob("*.json"))) == 1
+
+
+# --------------------------------------------------------------------------- fast paths
+def test_ranking_sidecar_reads_as_the_csv_and_only_for_that_csv(bench, world):
+    for i in range(12):
+        world.add(f"S{i % 3}", ["max_task", "min_task", "ghost_task"][i % 3], float(i),
+                  valid=i % 4 != 0, elapsed_s=None if i % 5 == 0 else 60.0 * i,
+                  agent=None if i % 2 else "a,b", summary='x"y\nz')
+    t = world.run(bench)
+    path = t.out / "scores.csv"
+    assert scores._sidecar_path(path).is_file()
+    fast = scores.read_scores(path, scores.RANKING_COLUMNS)
+    slow = scores.read_table(path, scores.SCORES_COLUMNS, scores.RANKING_COLUMNS)
+    pd.testing.assert_frame_equal(fast, slow)
+    assert scores._read_sidecar(path, scores.RANKING_COLUMNS) is not None
+    path.write_bytes(path.read_bytes())  # rewritten by something else: the sidecar is stale
+    assert scores._read_sidecar(path, scores.RANKING_COLUMNS) is None
+    pd.testing.assert_frame_equal(scores.read_scores(path, scores.RANKING_COLUMNS), slow)
+
+
+@pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1" + "0" * 30])
+def test_json_that_only_python_reads_still_aggregates(bench, world, tmp_path, raw):
+    _, path = world.add("A", "max_task", 1.0)
+    path.write_text(path.read_text().replace('"score": 1.0', f'"score": {raw}'))
+    out = tmp_path / "out" / "scores.csv"
+    for _ in range(2):  # parsed, then from the parse cache
+        scores.write_scores(bench, world.records, out)
+        got = scores.read_scores(out)["score"].iloc[0]
+        want = float(raw.replace("Infinity", "inf"))
+        assert (math.isnan(got) and math.isnan(want)) or got == want
