@@ -22,7 +22,10 @@ files and writes one product. The rules are, in the terms of ARCHITECTURE.md "Sc
 Reading 100,000 result files costs seconds (JSON parsing holds the GIL, so threads do not
 help on this machine; they made it 2–3× slower); parsed results are therefore cached next to
 scores.csv, keyed by path and (inode, size, mtime, ctime), so re-aggregation only parses the
-files that changed.
+files that changed. Result files and caches are parsed with orjson (json as the fallback for
+what only Python's json reads). write_scores also leaves the ranking columns of scores.csv as
+a JSON sidecar in .cache/, tagged with the CSV's stat, so best.csv and the leaderboard do not
+parse the CSV again; a CSV changed by anything else is parsed as before.
 """
 
 from __future__ import annotations
