@@ -11,14 +11,10 @@ fail on `.validate`. Both uses work this way; `sforge.rescale.rescale` is the pl
 from __future__ import annotations
 
 import types
-from importlib import metadata
 
 from . import rescale as _rescale_module
 
-try:
-    __version__ = metadata.version("sforge")
-except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.1.0"
+__version__ = "0.1.0"  # also the package version (pyproject reads it): no metadata lookup
 
 
 class _CallableModule(types.ModuleType):
