@@ -169,10 +169,14 @@ def cmd_build(args) -> int:
     for ref in todo:  # already under its tag: the rule's own function, no DAG needed
         if not args.force and (ref.tag in local or ref.tag in remote):
             make_image(pipe, engine(), ref, present=local)
-    if any(not pipe.sentinel(r).exists() for r in todo):
-        print(f"sforge: {len(todo)} of {len(refs)} image(s) to make", file=sys.stderr)
-        _workflow(args, pipe.config, [pipe.sentinel(r) for r in todo
-                                      if not pipe.sentinel(r).exists()])
+    pending = [r for r in todo if not pipe.sentinel(r).exists()]
+    if pending:
+        print(f"sforge: {len(pending)} of {len(refs)} image(s) to build", file=sys.stderr)
+        if not args.profile and all(r.base is None or pipe.sentinel(r.base).exists()
+                                    for r in pending):
+            _build_independent(pipe, pending, args.jobs)
+        else:  # images that wait on others, or a cluster: the DAG schedules them
+            _workflow(args, pipe.config, [pipe.sentinel(r) for r in pending])
     failed = [r for r in todo if not pipe.sentinel(r).exists()]
     for ref in failed:
         log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
@@ -192,6 +196,23 @@ def cmd_build(args) -> int:
           + (f", {pushed} pushed" if args.push else "")
           + (f"; {broken} broken task(s)" if broken else ""))
     return 1 if failed or broken else 0
+
+
+def _build_independent(pipe, refs, jobs: int) -> None:
+    """Images whose inputs all exist are independent jobs of the DAG: run the rule's own
+    function for each, `jobs` at a time, without paying Snakemake's ~1.5 s start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .targets import make_image_target
+
+    def one(ref) -> None:
+        try:
+            make_image_target(pipe, ref.kind, ref.name, ref.digest)
+        except SforgeError as exc:  # listed with its log tail by the caller
+            print(f"sforge: {exc}", file=sys.stderr)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, refs))
 
 
 def cmd_push(args) -> int:
