@@ -34,7 +34,7 @@ bash scripts/setup_base_images.sh
 
 # 3. Tools for the tests: a real registry, headless Chromium, SLURM
 if [ "${SFORGE_SETUP_TEST_TOOLS:-1}" = 1 ]; then
-  apt_install docker-registry chromium || log "could not install test tools (tests will say so)"
+  apt_install docker-registry chromium slurm-wlm munge || log "could not install test tools (tests will say so)"
 fi
 
 # 4. The project in a virtualenv
@@ -46,6 +46,14 @@ if ! .venv/bin/python -c "import sforge, pytest" >/dev/null 2>&1 || [ pyproject.
   log "installing sforge into .venv"
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
   touch .venv/.installed
+fi
+# The SLURM executor of profiles/slurm (a regular install: Snakemake finds executor
+# plugins among installed top-level packages)
+if [ -d profiles/slurm/plugin ] && { ! .venv/bin/python -c "import snakemake_executor_plugin_sforge_slurm" >/dev/null 2>&1 \
+     || [ profiles/slurm/plugin/snakemake_executor_plugin_sforge_slurm/__init__.py -nt .venv/.slurm-plugin ]; }; then
+  log "installing the sforge-slurm executor plugin"
+  .venv/bin/pip install -q --disable-pip-version-check ./profiles/slurm/plugin
+  touch .venv/.slurm-plugin
 fi
 
 # 5. EdgeBench's blobs, built from the sources in git and served over file://

@@ -113,6 +113,8 @@ def _run_cli(job: Run) -> bool:
     if not configfile.exists():
         atomic_write_text(configfile, text)
     profile = Path(job.profile).resolve() if Path(job.profile).exists() else job.profile
+    if not Path(job.profile).exists() and (REPO_ROOT / "profiles" / job.profile).is_dir():
+        profile = REPO_ROOT / "profiles" / job.profile  # a bare name: --profile slurm
     args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
             "--directory", str(results), "--profile", str(profile),
             "--rerun-triggers", *RERUN_TRIGGERS, "--configfile", str(configfile)]

@@ -1,0 +1,222 @@
+"""Integration: cluster execution on a real single-node SLURM (issue: cluster execution).
+
+The session fixture starts SLURM with scripts/slurm_up.sh (installs slurm-wlm + munge when
+missing, so it needs root) and always stops it with scripts/slurm_down.sh. Set
+SFORGE_SKIP_SLURM=1 to skip these tests knowingly. The profile's executor, `sforge-slurm`,
+must be installed: `.venv/bin/pip install ./profiles/slurm/plugin`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slurm
+
+PROFILE = REPO / "profiles" / "slurm"
+TIMING = ["graded_at", "duration_s"]  # the only columns allowed to differ between runs
+
+
+def run(cmd: list[str], *, cwd: Path, timeout: float = 600,
+        env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run cmd in its own process group; on timeout the whole group is stopped."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True,
+                            env={**os.environ, **(env or {})})
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)  # Snakemake cancels its SLURM jobs on SIGINT
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        raise AssertionError(f"{cmd} timed out after {timeout} s:\n{out[-3000:]}\n"
+                             f"{err[-3000:]}") from None
+    result = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    if proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{out[-3000:]}\n"
+                             f"{err[-5000:]}")
+    return result
+
+
+def sforge(sf, results: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return run([sys.executable, "-m", "sforge", "-b", str(sf.bench), "--results", str(results),
+                *args], cwd=sf.bench.parent, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def executor():
+    """The profile's executor plugin, installed where Snakemake finds it."""
+    if os.environ.get("SFORGE_SKIP_SLURM") == "1":
+        pytest.skip("SFORGE_SKIP_SLURM=1")
+    try:
+        import snakemake_executor_plugin_sforge_slurm  # noqa: F401
+    except ImportError:
+        pytest.fail("the sforge-slurm executor is not installed: "
+                    ".venv/bin/pip install ./profiles/slurm/plugin")
+
+
+@pytest.fixture(scope="session")
+def slurm(executor):
+    try:
+        up = subprocess.run(["bash", str(REPO / "scripts" / "slurm_up.sh")],
+                            capture_output=True, text=True, timeout=600)
+        if up.returncode != 0:
+            pytest.fail(f"scripts/slurm_up.sh failed:\n{up.stdout}\n{up.stderr}")
+        yield
+    finally:
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm_down.sh")],
+                       capture_output=True, timeout=120)
+
+
+def make_batch(bench: Path, n: int) -> dict[tuple[str, str, str], float]:
+    """n archives <bench>/submissions/<source>/<task>/<name>.tar.gz with answer.txt = a number;
+    returns (source, task, name) → the score the fixture's judges give."""
+    tasks = sorted(p.name for p in (bench / "tasks").iterdir())
+    expected = {}
+    for i in range(n):
+        source, task, name = f"agent{i % 3}", tasks[i % len(tasks)], f"try{i:02d}"
+        value = (i * 7) % 11
+        data = f"{value}\n".encode()
+        path = bench / "submissions" / source / task / f"{name}.tar.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(path, "w:gz") as tar:
+            info = tarfile.TarInfo("answer.txt")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        expected[(source, task, name)] = float(value)
+    return expected
+
+
+def scores(results: Path, name: str) -> pd.DataFrame:
+    frame = pd.read_csv(results / name / "scores.csv", dtype=str, keep_default_na=False)
+    return frame.drop(columns=TIMING).sort_values(["source", "task", "name"]) \
+        .reset_index(drop=True)
+
+
+def copy_sentinels(src: Path, dest: Path, name: str) -> None:
+    shutil.copytree(src / name / "images", dest / name / "images")
+
+
+SMOKE = """
+rule all:
+    input: expand("out/{i}.txt", i=range(4))
+
+rule one:
+    output: "out/{i}.txt"
+    threads: 1
+    resources: mem_mb=100, runtime=5
+    group: "judge"
+    run:
+        import os
+        with open(output[0], "w") as fh:
+            print(os.environ.get("SLURM_JOB_ID", "none"), workflow.is_main_process, file=fh)
+"""
+
+
+def test_trivial_workflow_runs_in_one_slurm_job(slurm, tmp_path):
+    (tmp_path / "Snakefile").write_text(SMOKE)
+    proc = run([sys.executable, "-m", "snakemake", "--profile", str(PROFILE)], cwd=tmp_path,
+               timeout=300)
+    lines = {(tmp_path / "out" / f"{i}.txt").read_text().split()[0] for i in range(4)}
+    outputs = [(tmp_path / "out" / f"{i}.txt").read_text().split() for i in range(4)]
+    # all four jobs ran inside SLURM, grouped into one SLURM job (group-components judge=20)
+    assert len(lines) == 1 and lines != {"none"}, outputs
+    assert proc.stderr.count("submitted with SLURM jobid") == 1, proc.stderr[-3000:]
+    # the Snakefile was parsed on the node as a remote job: rules/common.smk makes no
+    # Docker call there (it checks workflow.is_main_process)
+    assert all(out[1] == "False" for out in outputs), outputs
+
+
+def test_parsing_as_a_remote_job_makes_no_docker_call(tmp_path):
+    """What a SLURM job does on its node: parse the Snakefile with --mode remote. With the
+    Docker daemon unreachable, the main process says it cannot check images; a job says
+    nothing, because it does not try."""
+    bench = tmp_path / "bench"
+    shutil.copytree(REPO / "tests" / "fixtures" / "minibench", bench)
+    out = {}
+    for mode in ("default", "remote"):
+        proc = run([sys.executable, "-m", "snakemake", "images", "--mode", mode, "--dry-run",
+                    "--cores", "1", "--directory", str(tmp_path / "results"), "--config",
+                    f"benchmark={bench}", f"results={tmp_path / 'results'}"],
+                   cwd=REPO, timeout=120, env={"DOCKER_HOST": "tcp://127.0.0.1:9"})
+        out[mode] = proc.stderr
+    assert "cannot check images" in out["default"]
+    assert "cannot check images" not in out["remote"]
+    assert "Docker" not in out["remote"] and "docker" not in out["remote"]
+
+
+def test_profile_plans_judges_in_groups(executor, tmp_path):
+    """A dry run through the profile, from the repository root as a user types it."""
+    bench = tmp_path / "bench"
+    shutil.copytree(REPO / "tests" / "fixtures" / "minibench", bench)
+    make_batch(bench, 6)
+    proc = run([sys.executable, "-m", "snakemake", "grade", "--profile", "profiles/slurm",
+                "--dry-run",
+                "--directory", str(tmp_path / "results"), "--config", f"benchmark={bench}",
+                f"results={tmp_path / 'results'}", "verify_images=False"],
+               cwd=REPO, timeout=120)
+    text = proc.stdout + proc.stderr
+    assert "Using profiles profiles/slurm and workflow specific profile profiles/default" in text
+    assert "Group job judge" in text
+    assert text.count("rule evaluate:") == 6
+
+
+def test_batch_graded_through_slurm_equals_local(slurm, minibench, tmp_path):
+    expected = make_batch(minibench.bench, 24)
+    name, on_slurm, local = minibench.name, minibench.results, tmp_path / "local"
+
+    # a bare profile name means <repo>/profiles/<name>, wherever sforge runs
+    built = sforge(minibench, on_slurm, "build", "--profile", "slurm")
+    assert "0 failed" in built.stdout, built.stdout
+    copy_sentinels(on_slurm, local, name)
+
+    report = sforge(minibench, on_slurm, "report", "--profile", str(PROFILE), timeout=900)
+    assert "submitted with SLURM jobid" in report.stderr
+    assert (on_slurm / name / "report.html").is_file()
+    sforge(minibench, local, "report", "-j", "2")
+
+    remote, here = scores(on_slurm, name), scores(local, name)
+    assert len(remote) == 24
+    pd.testing.assert_frame_equal(remote, here)
+    got = {(r.source, r.task, r.name): float(r.score) for r in remote.itertuples()}
+    assert got == expected
+    assert set(remote.valid) == {"True"}
+    assert (pd.read_csv(on_slurm / name / "leaderboard.csv").equals(
+        pd.read_csv(local / name / "leaderboard.csv")))
+
+
+def test_plain_snakemake_with_the_profile_grades(slurm, minibench, tmp_path):
+    """`snakemake --profile profiles/slurm grade` from the repository root, as the README
+    says, grades the same as `sforge grade` locally."""
+    make_batch(minibench.bench, 20)
+    name, local, plain = minibench.name, tmp_path / "local", tmp_path / "plain"
+    sforge(minibench, local, "build", "-j", "2")
+    copy_sentinels(local, plain, name)
+    sforge(minibench, local, "grade", "-j", "2")
+    proc = run([sys.executable, "-m", "snakemake", "grade", "--profile", "profiles/slurm",
+                "--directory", str(plain), "--config", f"benchmark={minibench.bench}",
+                f"results={plain}"], cwd=REPO, timeout=600)
+    assert proc.stderr.count("submitted with SLURM jobid") == 1  # 20 judges, one group
+
+    def evals(root: Path) -> dict[str, tuple]:
+        out = {}
+        for p in (root / name / "evals").glob("*/*.json"):
+            data = json.loads(p.read_text())
+            out[p.name] = (data["valid"], data["score"], data["summary"])
+        return out
+
+    assert len(evals(plain)) == 20 and evals(plain) == evals(local)
