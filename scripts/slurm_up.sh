@@ -114,7 +114,7 @@ if ! munge -n </dev/null >/dev/null 2>&1; then
   cp /run/munge/munged.pid "$STATE/munged.pid"
 fi
 
-# 4. slurmctld and slurmd (restart ours when they are up but the node is not idle)
+# 4. slurmctld and slurmd (ours restart: the config changed or the node is not well)
 for d in slurmd slurmctld; do
   if alive "$STATE/$d.pid"; then
     pid=$(cat "$STATE/$d.pid"); kill "$pid"
