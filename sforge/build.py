@@ -130,6 +130,14 @@ def registry_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageR
         return set()
 
 
+def image_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageRef]
+                   ) -> tuple[set[str], set[str]]:
+    """(tags in the daemon, tags only in the registry): one image listing, then manifest
+    checks for what the daemon lacks."""
+    local = engine.existing_tags(r.tag for r in refs)
+    return local, registry_presence(pipe, engine, [r for r in refs if r.tag not in local])
+
+
 def ensure_local(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef) -> None:
     """Pull an image the daemon lacks from the registry (bases before a build, judges
     before grading); an infrastructure error when neither has it."""

@@ -142,25 +142,20 @@ def cmd_plan(args) -> int:
     return 1 if _report_broken(pipe) else 0
 
 
-def _presence(pipe, refs) -> tuple[set[str], set[str]]:
-    """(tags in the daemon, tags only in the registry): one image listing, then manifest
-    checks for what the daemon lacks."""
-    from .build import registry_presence
-    from .targets import engine
-
-    local = engine().existing_tags(r.tag for r in refs)
-    remote = registry_presence(pipe, engine(), [r for r in refs if r.tag not in local])
-    return local, remote
-
-
 def cmd_build(args) -> int:
-    from .build import drop_stale_sentinels, make_image, push_image, read_sentinel
+    from .build import (
+        drop_stale_sentinels,
+        image_presence,
+        make_image,
+        push_image,
+        read_sentinel,
+    )
     from .targets import engine
 
     pipe = _pipeline(_config(args, force=args.force, push=args.push or None))
     broken = _report_broken(pipe)
     refs = pipe.images(args.task)
-    local, remote = _presence(pipe, refs)
+    local, remote = image_presence(pipe, engine(), refs)
     drop_stale_sentinels(pipe, refs, local | remote)
     if args.force:
         for ref in refs:
@@ -254,11 +249,7 @@ def cmd_pull(args) -> int:
 # eval / grade -------------------------------------------------------------------------
 def _ensure_judge(args, pipe, task_id: str) -> None:
     """Make the judge image's sentinel (building base and judge first when needed)."""
-    from .build import drop_stale_sentinels
-
-    refs = pipe.images([task_id], kinds=("base", "judge"))
-    local, remote = _presence(pipe, refs)
-    drop_stale_sentinels(pipe, refs, local | remote)
+    refs = _prepare_images(pipe, [task_id])
     if all(pipe.sentinel(r).exists() for r in refs):
         return
     if not _workflow(args, pipe.config, [pipe.sentinel(r) for r in refs], quiet=True) or \
@@ -352,12 +343,13 @@ def _sweep() -> None:
         print(f"sforge: removed stale judge container {cid[:12]}", file=sys.stderr)
 
 
-def _prepare_images(pipe, ids) -> None:
-    from .build import drop_stale_sentinels
+def _prepare_images(pipe, ids) -> list:
+    """The base and judge refs grading needs, their sentinels made truthful."""
+    from .targets import verify_sentinels
 
     refs = pipe.images(ids, kinds=("base", "judge"))
-    local, remote = _presence(pipe, refs)
-    drop_stale_sentinels(pipe, refs, local | remote)
+    verify_sentinels(pipe, refs)
+    return refs
 
 
 def cmd_report(args) -> int:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import REPO_ROOT
 from .errors import SforgeError
 from .hashing import HashCache
 from .images import ImageRef, base_ref, task_refs
@@ -144,9 +143,6 @@ class Pipeline:
         return [(s, self.eval_path(self.eval_target(s.task, s.sha256, s.path)))
                 for s in self.submissions() if s.task in wanted]
 
-    def describe(self) -> str:
-        return json.dumps({"benchmark": str(self.bench.root), "results": str(self.layout.root)})
-
 
 def resolve(path: str | Path) -> Path:
     """Relative paths are taken from the working directory, as a user typing them means."""
@@ -167,4 +163,4 @@ def get_pipeline(config: dict[str, Any]) -> Pipeline:
     return _CACHE[key]
 
 
-__all__ = ["EvalTarget", "Pipeline", "get_pipeline", "resolve", "REPO_ROOT"]
+__all__ = ["EvalTarget", "Pipeline", "get_pipeline", "resolve"]

@@ -10,9 +10,10 @@ import math
 import sys
 from pathlib import Path
 
-from .build import drop_stale_sentinels, ensure_local, make_image, registry_presence
+from .build import drop_stale_sentinels, ensure_local, image_presence, make_image
 from .engine import DockerEngine
 from .errors import InfrastructureError, SforgeError
+from .images import ImageRef
 from .pipeline import EvalTarget, Pipeline
 from .results import EvalResult
 from .units import memory_mb
@@ -32,12 +33,12 @@ def make_image_target(pipe: Pipeline, kind: str, name: str, digest: str) -> dict
     return make_image(pipe, engine(), ref, force=bool(pipe.config.get("force")))
 
 
-def verify_sentinels(pipe: Pipeline) -> list[Path]:
-    """Drop sentinels whose image is gone from the daemon (called before planning)."""
-    refs = pipe.images(None)
-    present = engine().existing_tags(r.tag for r in refs)
-    present |= registry_presence(pipe, engine(), [r for r in refs if r.tag not in present])
-    return drop_stale_sentinels(pipe, refs, present)
+def verify_sentinels(pipe: Pipeline, refs: list[ImageRef] | None = None) -> list[Path]:
+    """Drop sentinels whose image is gone from the daemon and the registry (before
+    planning), so they rebuild."""
+    refs = pipe.images(None) if refs is None else refs
+    local, remote = image_presence(pipe, engine(), refs)
+    return drop_stale_sentinels(pipe, refs, local | remote)
 
 
 # grading ----------------------------------------------------------------------------
