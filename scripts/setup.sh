@@ -56,7 +56,11 @@ if [ -d profiles/slurm/plugin ] && { ! .venv/bin/python -c "import snakemake_exe
   touch .venv/.slurm-plugin
 fi
 
-# 5. EdgeBench's blobs, built from the sources in git and served over file://
+# 5. The in-container helper (sforge-submit + relay): one static Go binary, stdlib only
+command -v go >/dev/null || apt_install golang-go
+.venv/bin/python -c "from sforge.helper import helper_binary; helper_binary()"
+
+# 6. EdgeBench's blobs, built from the sources in git and served over file://
 if [ -f edgebench/blobs-src/make_blobs.py ]; then
   .venv/bin/python edgebench/blobs-src/make_blobs.py >/dev/null
 fi

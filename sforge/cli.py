@@ -382,6 +382,21 @@ def cmd_check(args) -> int:
     return 1 if errors else 0
 
 
+# serve --------------------------------------------------------------------------------
+def cmd_serve(args) -> int:
+    from .service.server import DEFAULT_PORT, Listen, serve
+
+    pipe = _pipeline(_config(args))
+    _report_broken(pipe)
+    only_socket = args.socket and args.port is None and args.host is None
+    listen = Listen(host=args.host or "127.0.0.1",
+                    port=None if only_socket else (DEFAULT_PORT if args.port is None
+                                                   else args.port),
+                    socket=Path(args.socket).resolve() if args.socket else None)
+    return serve(pipe, listen, max_concurrent=args.max_concurrent,
+                 max_pending=args.max_pending, log_level="debug" if args.verbose else "info")
+
+
 # parser -------------------------------------------------------------------------------
 def _add(sub, name: str, func: Callable, help_: str, desc: str | None = None):
     p = sub.add_parser(name, help=help_, description=desc or help_,
@@ -468,6 +483,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "report", cmd_report,
              "grade what is pending, then make scores.csv, best.csv, leaderboard, report.html")
     _jobs_opt(p)
+
+    p = _add(sub, "serve", cmd_serve, "run the judge service (HTTP) that agents submit to",
+             "Run the judge service: agents' submissions are graded through the same eval\n"
+             "path and store as `sforge eval`, within a CPU capacity. State (runs, hashed\n"
+             "tokens, submissions, queue, results) is kept in SQLite under\n"
+             "<results>/<bench>/service/ (local disk, not a shared filesystem), so a restart\n"
+             "loses nothing. Admin token: $SFORGE_ADMIN_TOKEN, else\n"
+             "<results>/<bench>/service/admin.token (made once, mode 0600). API docs: /docs.\n"
+             "SIGTERM drains: no new submissions, running judges finish (service.drain_s),\n"
+             "queued ones wait for the next start.")
+    p.add_argument("--host", metavar="ADDR",
+                   help="TCP address to bind (default 127.0.0.1: loopback only)")
+    p.add_argument("--port", type=int, metavar="N",
+                   help="TCP port (default 8765; 0 picks a free one; with only --socket, "
+                        "no TCP)")
+    p.add_argument("--socket", metavar="PATH",
+                   help="also (or only) listen on this Unix socket: how work containers "
+                        "with --network none reach the service")
+    p.add_argument("--max-concurrent", type=float, metavar="CPUS",
+                   help="judge CPUs busy at once, each judge counting its [judge] cpus "
+                        "(default: config service.max_concurrent, else the machine's cores)")
+    p.add_argument("--max-pending", type=int, metavar="N",
+                   help="submissions waiting at most; beyond that HTTP 503 + Retry-After "
+                        "(default: config service.max_pending)")
 
     _add(sub, "check", cmd_check, "check the benchmark against edgebench/tasks/SCHEMA.md rules")
     return parser

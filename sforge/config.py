@@ -26,7 +26,17 @@ DEFAULTS: dict[str, Any] = {
     "force": False,
     "archive_limits": {"max_members": 10_000, "max_bytes": 1 << 30},
     "budgets_hours": [2, 4, 6, 8, 10, 12],
+    "service": {},  # see SERVICE_DEFAULTS
 }
+SERVICE_DEFAULTS: dict[str, Any] = {
+    "max_concurrent": None, "max_pending": 200, "max_upload_bytes": 100 << 20,
+    "budget": None, "cooldown_s": 0.0, "drain_s": 60.0,
+}
+
+
+def service_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The service section with its defaults filled in (config.yaml may set only some)."""
+    return {**SERVICE_DEFAULTS, **(config.get("service") or {})}
 
 
 @functools.cache

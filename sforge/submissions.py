@@ -69,8 +69,10 @@ def discover(roots: list[Path], cache: HashCache) -> list[Submission]:
 
 
 def store_archive(store: Path, source: str, task: str, src: BinaryIO,
-                  submitted_at: str) -> Submission:
-    """Copy an archive into the store under its sha256 (content-addressed), with a sidecar."""
+                  submitted_at: str, meta: dict[str, Any] | None = None) -> Submission:
+    """Copy an archive into the store under its sha256 (content-addressed), with a sidecar
+    (submitted_at plus `meta`: elapsed_s, agent, model). The first submission's sidecar
+    stands: the tables keep one row per distinct archive per source."""
     import hashlib
     import tempfile
 
@@ -90,7 +92,9 @@ def store_archive(store: Path, source: str, task: str, src: BinaryIO,
     path = folder / f"{sha}{suffix}"
     Path(tmp.name).replace(path)
     sidecar = path.with_name(f"{sha}.json")
+    extra = {k: v for k, v in (meta or {}).items() if k in SIDECAR_FIELDS and v is not None}
     if not sidecar.exists():  # the first submission time stands
-        atomic_write_json(sidecar, {"submitted_at": submitted_at})
+        atomic_write_json(sidecar, {"submitted_at": submitted_at, **extra})
     return Submission(source=source, task=task, name=sha, path=path.resolve(), sha256=sha,
-                      submitted_at=submitted_at)
+                      submitted_at=submitted_at, **{k: extra.get(k) for k in
+                                                    ("elapsed_s", "agent", "model")})

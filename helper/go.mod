@@ -1,0 +1,3 @@
+module sforge/helper
+
+go 1.19

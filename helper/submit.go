@@ -1,0 +1,539 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Exit codes: 0 graded valid, 1 graded invalid, 2 usage or setup error, 3 refused by the
+// service (budget, cooldown, run ended), 4 service unreachable or failing.
+const (
+	exitInvalid     = 1
+	exitRefused     = 3
+	exitUnreachable = 4
+)
+
+type service struct {
+	base   string
+	token  string
+	client *http.Client
+}
+
+func newService() (*service, error) {
+	addr := os.Getenv("SFORGE_SERVICE")
+	token := os.Getenv("SFORGE_TOKEN")
+	if addr == "" {
+		return nil, fmt.Errorf("SFORGE_SERVICE is not set (unix:///path/to.sock or http://host:port)")
+	}
+	if token == "" {
+		return nil, fmt.Errorf("SFORGE_TOKEN is not set")
+	}
+	s := &service{token: token}
+	switch {
+	case strings.HasPrefix(addr, "unix://"):
+		sock := strings.TrimPrefix(addr, "unix://")
+		tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}
+		s.base, s.client = "http://sforge", &http.Client{Transport: tr}
+	case strings.HasPrefix(addr, "http://"):
+		s.base, s.client = strings.TrimRight(addr, "/"), &http.Client{}
+	default:
+		return nil, fmt.Errorf("SFORGE_SERVICE=%q: expected unix:///path or http://host:port", addr)
+	}
+	return s, nil
+}
+
+type apiError struct {
+	Status     int
+	Message    string  `json:"error"`
+	Reason     string  `json:"reason"`
+	WaitS      float64 `json:"wait_s"`
+	RetryAfter time.Duration
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message) }
+
+// do sends one request; a 503 (the service is at capacity or draining) waits for its
+// Retry-After and tries again, so a full queue never costs the agent a submission.
+func (s *service) do(method, url string, body []byte, ctype string, out interface{}) error {
+	for {
+		req, err := http.NewRequest(method, s.base+url, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+s.token)
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			wait := retryAfter(resp.Header.Get("Retry-After"))
+			fmt.Fprintf(os.Stderr, "sforge-submit: service busy (%s); retrying in %s\n",
+				message(data), wait)
+			time.Sleep(wait)
+			continue
+		}
+		if resp.StatusCode >= 300 {
+			e := &apiError{Status: resp.StatusCode}
+			if json.Unmarshal(data, e) != nil || e.Message == "" {
+				e.Message = strings.TrimSpace(string(data))
+			}
+			return e
+		}
+		return json.Unmarshal(data, out)
+	}
+}
+
+func retryAfter(h string) time.Duration {
+	if n, err := strconv.ParseFloat(strings.TrimSpace(h), 64); err == nil && n >= 0 {
+		return time.Duration(n * float64(time.Second))
+	}
+	return 5 * time.Second
+}
+
+func message(data []byte) string {
+	var e apiError
+	if json.Unmarshal(data, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return strings.TrimSpace(string(data))
+}
+
+type detail struct {
+	Name   string          `json:"name"`
+	Status string          `json:"status"`
+	Score  json.RawMessage `json:"score"`
+	Info   string          `json:"message"`
+}
+
+type result struct {
+	Valid    bool            `json:"valid"`
+	Score    *float64        `json:"score"`
+	Rescaled *float64        `json:"rescaled"`
+	Summary  string          `json:"summary"`
+	Reason   *string         `json:"reason"`
+	TimedOut bool            `json:"timed_out"`
+	Details  json.RawMessage `json:"details"`
+	Rejected []struct {
+		Path   string `json:"path"`
+		Reason string `json:"reason"`
+	} `json:"rejected"`
+}
+
+type submission struct {
+	ID          int64    `json:"id"`
+	Round       int      `json:"round"`
+	State       string   `json:"state"`
+	Final       bool     `json:"final"`
+	SubmittedAt string   `json:"submitted_at"`
+	ElapsedS    *float64 `json:"elapsed_s"`
+	FromStore   bool     `json:"from_store"`
+	Result      *result  `json:"result"`
+}
+
+type history struct {
+	Run struct {
+		RunID     string   `json:"run_id"`
+		Task      string   `json:"task"`
+		Direction string   `json:"direction"`
+		Budget    *int     `json:"budget"`
+		Used      int      `json:"used"`
+		CooldownS *float64 `json:"cooldown_s"`
+		State     string   `json:"state"`
+	} `json:"run"`
+	Submissions []submission `json:"submissions"`
+	Best        *submission  `json:"best"`
+}
+
+func submitMain(args []string) int {
+	list, wait, resultID := false, true, ""
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "--list" || a == "-l":
+			list = true
+		case a == "--no-wait":
+			wait = false
+		case a == "--result" || a == "-r":
+			if i+1 >= len(args) {
+				return fail("--result needs a submission id")
+			}
+			resultID = args[i+1]
+			i++
+		case strings.HasPrefix(a, "--result="):
+			resultID = strings.TrimPrefix(a, "--result=")
+		case a == "-h" || a == "--help":
+			fmt.Print(usage)
+			return 0
+		default:
+			return fail("unknown argument %q\n%s", a, usage)
+		}
+	}
+	s, err := newService()
+	if err != nil {
+		return fail("%v", err)
+	}
+	switch {
+	case list:
+		return s.list()
+	case resultID != "":
+		return s.await(resultID)
+	}
+	paths, err := envList("SFORGE_SUBMIT_PATHS", []string{"."})
+	if err != nil {
+		return fail("%v", err)
+	}
+	exclude, err := envList("SFORGE_SUBMIT_EXCLUDE", nil)
+	if err != nil {
+		return fail("%v", err)
+	}
+	archive, n, err := pack(".", paths, exclude)
+	if err != nil {
+		return fail("packing: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "sforge-submit: packed %d file(s), %d bytes\n", n, len(archive))
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, _ := mw.CreateFormFile("archive", "submission.tar.gz")
+	_, _ = fw.Write(archive)
+	_ = mw.Close()
+	var sub submission
+	if err := s.do("POST", "/v1/submissions", body.Bytes(), mw.FormDataContentType(), &sub); err != nil {
+		return report(err)
+	}
+	fmt.Printf("submission %d (round %d) accepted\n", sub.ID, sub.Round)
+	if !wait {
+		return 0
+	}
+	return s.finish(sub)
+}
+
+func (s *service) await(id string) int {
+	var sub submission
+	if err := s.do("GET", "/v1/submissions/"+id, nil, "", &sub); err != nil {
+		return report(err)
+	}
+	return s.finish(sub)
+}
+
+// finish long-polls until the submission has a verdict, then prints it.
+func (s *service) finish(sub submission) int {
+	for sub.State == "queued" || sub.State == "running" {
+		url := fmt.Sprintf("/v1/submissions/%d?wait=30", sub.ID)
+		if err := s.do("GET", url, nil, "", &sub); err != nil {
+			return report(err)
+		}
+	}
+	return printResult(sub)
+}
+
+func printResult(sub submission) int {
+	if sub.Result == nil {
+		fmt.Printf("submission %d: %s (no result)\n", sub.ID, sub.State)
+		return exitInvalid
+	}
+	r := sub.Result
+	verdict := "VALID"
+	if !r.Valid {
+		verdict = "INVALID"
+	}
+	fmt.Printf("submission %d (round %d): %s score=%s", sub.ID, sub.Round, verdict, num(r.Score))
+	if r.Rescaled != nil {
+		fmt.Printf(" rescaled=%.2f", *r.Rescaled)
+	}
+	if sub.FromStore {
+		fmt.Print(" (already graded: same archive)")
+	}
+	fmt.Println()
+	if r.Summary != "" {
+		fmt.Printf("summary: %s\n", r.Summary)
+	}
+	if r.Reason != nil && *r.Reason != "" {
+		fmt.Printf("reason: %s\n", *r.Reason)
+	}
+	var details []detail
+	if json.Unmarshal(r.Details, &details) == nil {
+		failed := 0
+		for _, d := range details {
+			st := strings.ToUpper(d.Status)
+			if st == "PASSED" || st == "PASS" || st == "OK" {
+				continue
+			}
+			if failed++; failed <= 20 {
+				line := fmt.Sprintf("  %s %s", st, d.Name)
+				if d.Info != "" {
+					line += ": " + d.Info
+				}
+				fmt.Println(line)
+			}
+		}
+		if failed > 0 {
+			fmt.Printf("failed: %d of %d\n", failed, len(details))
+		}
+	}
+	for _, rej := range r.Rejected {
+		fmt.Printf("  not submitted %s: %s\n", rej.Path, rej.Reason)
+	}
+	if !r.Valid {
+		return exitInvalid
+	}
+	return 0
+}
+
+func num(f *float64) string {
+	if f == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(*f, 'g', -1, 64)
+}
+
+func (s *service) list() int {
+	var h history
+	if err := s.do("GET", "/v1/runs/me/history", nil, "", &h); err != nil {
+		return report(err)
+	}
+	budget := "unlimited"
+	if h.Run.Budget != nil {
+		budget = fmt.Sprintf("%d of %d used", h.Run.Used, *h.Run.Budget)
+	}
+	fmt.Printf("run %s, task %s (%s is better), budget %s\n", h.Run.RunID, h.Run.Task,
+		map[bool]string{true: "lower", false: "higher"}[h.Run.Direction == "minimize"], budget)
+	fmt.Printf("%-6s %-5s %-9s %-8s %-10s %s\n", "id", "round", "state", "valid", "score", "summary")
+	for _, sub := range h.Submissions {
+		valid, score, summary := "-", "-", ""
+		if sub.Result != nil {
+			valid = strconv.FormatBool(sub.Result.Valid)
+			score = num(sub.Result.Score)
+			summary = sub.Result.Summary
+			if !sub.Result.Valid && sub.Result.Reason != nil {
+				summary = *sub.Result.Reason
+			}
+		}
+		fmt.Printf("%-6d %-5d %-9s %-8s %-10s %s\n", sub.ID, sub.Round, sub.State, valid, score,
+			oneLine(summary, 60))
+	}
+	if h.Best != nil && h.Best.Result != nil {
+		fmt.Printf("best: submission %d, score %s\n", h.Best.ID, num(h.Best.Result.Score))
+	} else {
+		fmt.Println("best: no valid submission yet")
+	}
+	return 0
+}
+
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-1] + "…"
+	}
+	return s
+}
+
+func report(err error) int {
+	if e, ok := err.(*apiError); ok {
+		if e.Status == http.StatusTooManyRequests {
+			msg := fmt.Sprintf("sforge-submit: refused (%s): %s", e.Reason, e.Message)
+			if e.WaitS > 0 {
+				msg += fmt.Sprintf("; try again in %.0f s", e.WaitS)
+			}
+			fmt.Fprintln(os.Stderr, msg)
+			return exitRefused
+		}
+		fmt.Fprintf(os.Stderr, "sforge-submit: %v\n", e)
+		if e.Status == 401 || e.Status == 403 || e.Status == 409 || e.Status == 413 {
+			return exitRefused
+		}
+		return exitUnreachable
+	}
+	fmt.Fprintf(os.Stderr, "sforge-submit: cannot reach the judge service: %v\n", err)
+	return exitUnreachable
+}
+
+func envList(name string, def []string) ([]string, error) {
+	raw := strings.TrimSpace(os.Getenv(name))
+	if raw == "" {
+		return def, nil
+	}
+	var out []string
+	if err := json.Unmarshal([]byte(raw), &out); err != nil {
+		return nil, fmt.Errorf("%s: expected a JSON list of strings, got %q", name, raw)
+	}
+	return out, nil
+}
+
+// clean normalises a pattern or path the way the judge does: no "", "." components.
+func clean(p string) string {
+	var parts []string
+	for _, c := range strings.Split(strings.TrimSpace(p), "/") {
+		if c != "" && c != "." {
+			parts = append(parts, c)
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+func under(p, prefix string) bool {
+	return prefix == "" || p == prefix || strings.HasPrefix(p, prefix+"/")
+}
+
+type selection struct {
+	paths      []string
+	everything bool
+	exclude    []string
+}
+
+// excluded mirrors the judge's rules: a plain pattern is a path prefix, a glob without "/"
+// matches any component, a glob with "/" matches the path or one of its ancestors.
+func (s selection) excluded(p string) bool {
+	for _, pat := range s.exclude {
+		switch {
+		case pat == "":
+		case !strings.ContainsAny(pat, "*?["):
+			if under(p, pat) {
+				return true
+			}
+		case strings.Contains(pat, "/"):
+			parts := strings.Split(p, "/")
+			for i := 1; i <= len(parts); i++ {
+				if ok, _ := path.Match(pat, strings.Join(parts[:i], "/")); ok {
+					return true
+				}
+			}
+		default:
+			for _, c := range strings.Split(p, "/") {
+				if ok, _ := path.Match(pat, c); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (s selection) selected(p string) bool {
+	if !s.everything {
+		ok := false
+		for _, q := range s.paths {
+			ok = ok || under(p, q)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.excluded(p)
+}
+
+// pack writes the selected files under root into a gzipped tar (names relative to root).
+func pack(root string, paths, exclude []string) ([]byte, int, error) {
+	sel := selection{}
+	for _, p := range paths {
+		c := clean(p)
+		sel.paths = append(sel.paths, c)
+		sel.everything = sel.everything || c == ""
+	}
+	for _, e := range exclude {
+		sel.exclude = append(sel.exclude, clean(e))
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	count := 0
+	walk := func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := clean(filepath.ToSlash(p))
+		if rel == "" {
+			return nil
+		}
+		if sel.excluded(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !sel.selected(rel) {
+			if d.IsDir() && !sel.everything && !ancestorOfPath(rel, sel.paths) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		if info.Mode()&fs.ModeSymlink != 0 {
+			if link, err = os.Readlink(p); err != nil {
+				return err
+			}
+		} else if !info.Mode().IsRegular() && !info.IsDir() {
+			return nil // sockets, fifos, devices: never submitted
+		}
+		hdr, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		hdr.Name, hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = rel, 0, 0, "", ""
+		if info.IsDir() {
+			hdr.Name += "/"
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if info.Mode().IsRegular() {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if _, err := io.Copy(tw, f); err != nil {
+				return err
+			}
+			count++
+		}
+		return nil
+	}
+	if err := filepath.WalkDir(root, walk); err != nil {
+		return nil, 0, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, 0, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, 0, err
+	}
+	return buf.Bytes(), count, nil
+}
+
+func ancestorOfPath(dir string, paths []string) bool {
+	for _, p := range paths {
+		if strings.HasPrefix(p, dir+"/") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,216 @@
+"""What the endpoints stand on: the loaded benchmark, the state database, the scheduler,
+and the glue to the one grading function (sforge.targets.grade) and the eval store."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ..config import service_settings
+from ..errors import SforgeError
+from ..pipeline import EvalTarget, Pipeline
+from . import auth
+from .scheduler import Scheduler
+from .state import Limits, State, now_iso
+
+log = logging.getLogger("sforge.service")
+
+
+def service_dir(pipe: Pipeline) -> Path:
+    return pipe.layout.root / "service"
+
+
+class Service:
+    def __init__(self, pipe: Pipeline, *, max_concurrent: float | None = None,
+                 max_pending: int | None = None, admin_token: str | None = None):
+        self.pipe = pipe
+        self.settings = service_settings(pipe.config)
+        if max_concurrent is not None:
+            self.settings["max_concurrent"] = max_concurrent
+        if max_pending is not None:
+            self.settings["max_pending"] = max_pending
+        self.capacity = float(self.settings["max_concurrent"] or os.cpu_count() or 1)
+        self.limits = Limits(max_pending=int(self.settings["max_pending"]))
+        self.dir = service_dir(pipe)
+        self.admin_token = admin_token or auth.admin_token(self.dir / "admin.token")
+        self.state = State(self.dir / "state.sqlite")
+        self.scheduler = Scheduler(self.state, self.capacity, self.grade_submission,
+                                   self._done)
+        self.draining = False
+        self.started = time.time()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.waiters: dict[int, list[asyncio.Event]] = {}
+        self._ready: set[str] = set()
+        self._prepare_lock = threading.Lock()
+
+    # life ---------------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        from ..cli import _sweep
+
+        self.loop = loop
+        requeued = self.state.recover()
+        if requeued:
+            log.warning("%d judge(s) were running when the service stopped: queued again",
+                        requeued)
+        try:
+            _sweep()  # their containers, whose owner process is gone
+        except SforgeError as exc:
+            log.warning("cannot sweep stale judge containers: %s", exc)
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        self.draining = True
+        left = self.scheduler.stop(float(self.settings["drain_s"]))
+        if left:
+            log.warning("stopped with %d judge(s) running: recorded as interrupted, "
+                        "graded again at the next start", len(left))
+            remove_own_judges()
+        self.state.close()
+
+    # grading ------------------------------------------------------------------------
+    def target(self, task_id: str, sha256: str, archive: Path) -> EvalTarget:
+        return self.pipe.eval_target(task_id, sha256, archive)
+
+    def stored(self, target: EvalTarget, source: str) -> dict[str, Any] | None:
+        """The result already in the eval store under this key, as a view."""
+        from ..results import EvalResult
+
+        path = self.pipe.eval_path(target)
+        try:
+            return self.view(EvalResult.read(path), source)
+        except (OSError, ValueError, TypeError, SforgeError):
+            return None  # absent or unreadable: grade it
+
+    def view(self, result, source: str) -> dict[str, Any]:
+        from ..cli import result_view
+
+        return result_view(self.pipe, result, source)
+
+    def grade_submission(self, sub: dict[str, Any]) -> dict[str, Any]:
+        """Runs in a judge thread: the stored result, or the one grading function."""
+        from ..archive import ArchiveError
+        from ..errors import InfrastructureError
+        from ..targets import grade
+
+        run = self.state.run(sub["run_id"]) or {}
+        source = run.get("source", "")
+        target = self.target(sub["task"], sub["sha256"], Path(sub["archive"]))
+        stored = self.stored(target, source)
+        if stored is not None:
+            return stored
+        try:
+            self.prepare(sub["task"])
+            return self.view(grade(self.pipe, target), source)
+        except ArchiveError as exc:
+            return {"task": sub["task"], "submission": sub["sha256"], "key": sub["key"],
+                    "source": source, "valid": False, "score": None, "rescaled": None,
+                    "summary": "", "reason": str(exc), "details": [], "rejected": []}
+        except InfrastructureError:
+            self._ready.discard(sub["task"])  # look at the images again next time
+            raise
+
+    def prepare(self, task_id: str) -> None:
+        """The judge image (and its base) present, built when missing: once per task."""
+        from ..targets import make_image_target, verify_sentinels
+
+        if task_id in self._ready:
+            return
+        with self._prepare_lock:
+            if task_id in self._ready:
+                return
+            refs = self.pipe.images([task_id], kinds=("base", "judge"))
+            verify_sentinels(self.pipe, refs)
+            for ref in refs:
+                if not self.pipe.sentinel(ref).exists():
+                    log.info("building %s", ref.tag)
+                    make_image_target(self.pipe, ref.kind, ref.name, ref.digest)
+            self._ready.add(task_id)
+
+    # submissions ----------------------------------------------------------------------
+    def submit(self, run: dict[str, Any], upload: BinaryIO, final: bool) -> dict[str, Any]:
+        """Store the archive (content-addressed, with its sidecar, where `sforge report`
+        finds it) and queue it, or answer it from the eval store at once."""
+        from ..submissions import store_archive
+
+        now = time.time()
+        self.state.check(run, final, self.limits, now)  # before touching the store
+        task = self.pipe.bench.tasks[run["task"]]
+        from .state import parse_iso
+
+        elapsed = round(now - parse_iso(run["started_at"]), 3)
+        sub = store_archive(self.pipe.layout.store, run["source"], task.id, upload,
+                            now_iso(now), {"elapsed_s": elapsed, "agent": run["agent"],
+                                           "model": run["model"]})
+        target = self.target(task.id, sub.sha256, sub.path)
+        stored = self.stored(target, run["source"])
+        row = self.state.accept(run["run_id"], sha256=sub.sha256, archive=str(sub.path),
+                                key=target.key, cpus=float(task.judge.cpus), final=final,
+                                limits=self.limits, now=now, result=stored)
+        if stored is None:
+            self.scheduler.wake()
+        return row
+
+    def register(self, task: str, run_id: str | None, source: str | None,
+                 agent: str | None, model: str | None, budget: int | None,
+                 cooldown_s: float | None, started_at: str | None) -> tuple[dict, str]:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        token = auth.new_token()
+        budget = self.settings["budget"] if budget is None else budget
+        cooldown = self.settings["cooldown_s"] if cooldown_s is None else cooldown_s
+        run = self.state.add_run(run_id, task, source or f"run-{run_id}", agent, model,
+                                 budget, float(cooldown), started_at or now_iso(),
+                                 auth.token_hash(token))
+        return run, token
+
+    def best(self, subs: list[dict[str, Any]], task_id: str) -> dict[str, Any] | None:
+        """The best valid score in the task's direction; ties go to the earliest round."""
+        task = self.pipe.bench.tasks.get(task_id)
+        sign = -1.0 if task is not None and task.score.direction == "minimize" else 1.0
+        valid = [s for s in subs if s["result"] and s["result"].get("valid")
+                 and isinstance(s["result"].get("score"), int | float)]
+        return max(valid, key=lambda s: (sign * s["result"]["score"], -s["round"]),
+                   default=None)
+
+    # waiting ------------------------------------------------------------------------
+    def _done(self, ids: list[int]) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._wake, ids)
+
+    def _wake(self, ids: list[int]) -> None:
+        for sub_id in ids:
+            for event in self.waiters.pop(sub_id, []):
+                event.set()
+
+    async def wait(self, sub_id: int, timeout: float) -> None:
+        event = asyncio.Event()
+        self.waiters.setdefault(sub_id, []).append(event)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            events = self.waiters.get(sub_id)
+            if events and event in events:
+                events.remove(event)
+                if not events:
+                    self.waiters.pop(sub_id, None)
+
+
+def remove_own_judges() -> None:
+    """Remove the judge containers this process started (a stop before they finished)."""
+    from ..judge import JUDGE_LABEL, OWNER_PID_LABEL
+    from ..targets import engine
+
+    try:
+        client = engine().client
+        for c in client.api.containers(all=True, filters={
+                "label": [JUDGE_LABEL, f"{OWNER_PID_LABEL}={os.getpid()}"]}):
+            client.api.remove_container(c["Id"], force=True)
+    except Exception as exc:  # noqa: BLE001 - the next start sweeps them anyway
+        log.warning("could not remove this service's judge containers: %s", exc)

@@ -1,0 +1,162 @@
+"""Judges within a CPU capacity, through the one grading function.
+
+The queue is the `queued` rows of the state database, oldest first. A judge starts when
+its `[judge] cpus` fit in what is left of `capacity` (a judge asking for more than the
+whole capacity runs alone). Two submissions with one eval key never run two judges: the
+later waits and gets the earlier's result. Docker trouble puts the submission back in the
+queue with a growing delay (it is graded when the daemon returns, never marked invalid).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InfrastructureError, SforgeError
+from .state import State
+
+log = logging.getLogger("sforge.service")
+
+RETRY_MIN_S = 2.0
+RETRY_MAX_S = 60.0
+# A submission that fails this often for a reason that is neither the daemon nor the
+# archive (a bug, a broken benchmark) gets an invalid result saying so, not an endless loop.
+MAX_ATTEMPTS = 5
+
+
+class Scheduler:
+    def __init__(self, state: State, capacity: float,
+                 grade: Callable[[dict[str, Any]], dict[str, Any]],
+                 on_done: Callable[[list[int]], None]):
+        self.state = state
+        self.capacity = capacity
+        self.grade = grade          # submission row -> result view (may raise)
+        self.on_done = on_done      # ids that now have a result (or were dropped)
+        self.cond = threading.Condition()
+        self.busy = 0.0
+        self.running: dict[int, tuple[str, float]] = {}   # id -> (key, cpus)
+        self.threads: dict[int, threading.Thread] = {}
+        self.stopping = False
+        self.durations: list[float] = []
+        self._loop = threading.Thread(target=self._run, name="sforge-scheduler", daemon=True)
+
+    # control ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop.start()
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+    def stop(self, drain_s: float) -> list[int]:
+        """Start nothing more; let running judges finish for up to `drain_s` seconds.
+        Those still running are recorded as interrupted (queued for the next start);
+        their containers are removed by the caller."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        self._loop.join(timeout=5)
+        deadline = time.monotonic() + drain_s
+        for thread in list(self.threads.values()):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self.cond:
+            left = list(self.running)
+        for sub_id in left:
+            self.state.interrupt(sub_id)
+        return left
+
+    # figures ------------------------------------------------------------------------
+    def mean_duration(self) -> float:
+        recent = self.durations[-50:]
+        return sum(recent) / len(recent) if recent else 5.0
+
+    def retry_after(self, waiting_over: int = 0) -> int:
+        """Seconds until a place in the queue is likely free: a judge finishes about every
+        mean-judge-time / judges-at-once seconds, once per client already waiting over."""
+        per_slot = max(1.0, self.capacity)
+        return max(1, min(300, math.ceil(self.mean_duration() * (1 + waiting_over)
+                                         / per_slot)))
+
+    # the loop -----------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                if self.stopping:
+                    return
+                started = self._start_some()
+                if not started:
+                    self.cond.wait(timeout=self._sleep_s())
+
+    def _sleep_s(self) -> float:
+        nxt = self.state.next_retry()
+        if nxt is None:
+            return 5.0
+        return min(5.0, max(0.05, nxt - time.time()))
+
+    def _start_some(self) -> int:
+        started = 0
+        running_keys = {key for key, _ in self.running.values()}
+        for sub in self.state.queued(time.time()):
+            if sub["key"] in running_keys:
+                continue  # an identical archive is being judged: it gets that result
+            cpus = min(float(sub["cpus"]), self.capacity)
+            if self.busy and self.busy + cpus > self.capacity + 1e-9:
+                break  # first come, first served: nothing overtakes the head
+            self.busy += cpus
+            self.running[sub["id"]] = (sub["key"], cpus)
+            running_keys.add(sub["key"])
+            self.state.start(sub["id"])
+            thread = threading.Thread(target=self._judge, args=(sub,), daemon=True,
+                                      name=f"sforge-judge-{sub['id']}")
+            self.threads[sub["id"]] = thread
+            thread.start()
+            started += 1
+        return started
+
+    def _judge(self, sub: dict[str, Any]) -> None:
+        t0 = time.monotonic()
+        done: list[int] = []
+        try:
+            result = self.grade(sub)
+        except InfrastructureError as exc:
+            self._retry(sub, exc)
+        except SforgeError as exc:
+            if sub["attempts"] + 1 >= MAX_ATTEMPTS:
+                done = self.state.finish(sub["key"], failure(sub, exc), sub["id"])
+            else:
+                self._retry(sub, exc)
+        except Exception as exc:  # noqa: BLE001 - a bug must not kill the service
+            log.exception("grading submission %s failed", sub["id"])
+            if sub["attempts"] + 1 >= MAX_ATTEMPTS:
+                done = self.state.finish(sub["key"], failure(sub, exc), sub["id"])
+            else:
+                self._retry(sub, exc)
+        else:
+            done = self.state.finish(sub["key"], result, sub["id"])
+            self.durations.append(time.monotonic() - t0)
+        finally:
+            with self.cond:
+                _, cpus = self.running.pop(sub["id"], ("", 0.0))
+                self.threads.pop(sub["id"], None)
+                self.busy = max(0.0, self.busy - cpus)
+                self.cond.notify_all()
+        if done:
+            self.on_done(done)
+
+    def _retry(self, sub: dict[str, Any], exc: Exception) -> None:
+        delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** min(sub["attempts"], 5))
+        log.warning("submission %s: %s (retrying in %.0f s)", sub["id"], exc, delay)
+        self.state.retry_later(sub["id"], delay, str(exc))
+
+
+def failure(sub: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    """The invalid result of a submission sforge could not grade after several attempts."""
+    return {"task": sub["task"], "submission": sub["sha256"], "key": sub["key"],
+            "valid": False, "score": None, "rescaled": None, "summary": "",
+            "reason": f"sforge could not grade it after {MAX_ATTEMPTS} attempts: {exc}",
+            "details": [], "rejected": []}
+

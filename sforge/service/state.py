@@ -1,0 +1,340 @@
+"""The service's state in one SQLite database (WAL) on the service host's local disk.
+
+Runs (with their token hashes), submissions (each with its round, its place in the queue
+and, once graded, its result) and refusal counters. Every change is one transaction, so a
+`kill -9` at any moment leaves either the old or the new state; a restart puts the
+submissions that were running back in the queue (they are graded again; the judge
+container they had is swept). WAL needs a local filesystem: SQLite's locking is not
+reliable over NFS, so the service directory must not be on a shared one.
+
+One connection guarded by a lock: every statement is short (no judge runs inside a
+transaction), and synchronous=NORMAL in WAL mode keeps each commit durable across a
+process crash (an OS crash may lose the last commits, never corrupt the file).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    task        TEXT NOT NULL,
+    source      TEXT NOT NULL,
+    agent       TEXT,
+    model       TEXT,
+    budget      INTEGER,            -- non-final submissions allowed (NULL: unlimited)
+    cooldown_s  REAL NOT NULL DEFAULT 0,
+    started_at  TEXT NOT NULL,      -- ISO 8601: elapsed_s counts from here
+    started_ts  REAL NOT NULL,
+    created_at  TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'active',   -- active | ended | cancelled
+    ended_at    TEXT,
+    token_hash  TEXT UNIQUE,        -- sha256 of the run token; NULL once revoked
+    used        INTEGER NOT NULL DEFAULT 0,       -- non-final submissions accepted
+    rounds      INTEGER NOT NULL DEFAULT 0,       -- submissions accepted (the last round)
+    last_ts     REAL                -- when the last non-final submission was accepted
+);
+CREATE TABLE IF NOT EXISTS submissions (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id       TEXT NOT NULL REFERENCES runs(run_id),
+    round        INTEGER NOT NULL,
+    task         TEXT NOT NULL,
+    sha256       TEXT NOT NULL,
+    archive      TEXT NOT NULL,
+    key          TEXT NOT NULL,     -- the eval key: same key, same result file
+    cpus         REAL NOT NULL,
+    final        INTEGER NOT NULL DEFAULT 0,
+    submitted_at TEXT NOT NULL,
+    elapsed_s    REAL,
+    state        TEXT NOT NULL,     -- queued | running | done | cancelled
+    from_store   INTEGER NOT NULL DEFAULT 0,      -- answered by a result graded before
+    result       TEXT,              -- JSON, set exactly once (state done)
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    interrupted  INTEGER NOT NULL DEFAULT 0,      -- judge runs lost to a stop or a crash
+    not_before   REAL,              -- retry time after an infrastructure failure
+    last_error   TEXT,
+    started_at   TEXT,
+    finished_at  TEXT,
+    UNIQUE (run_id, round)
+);
+CREATE INDEX IF NOT EXISTS submissions_queue ON submissions (state, id);
+CREATE INDEX IF NOT EXISTS submissions_key ON submissions (key);
+CREATE INDEX IF NOT EXISTS submissions_run ON submissions (run_id, round);
+CREATE TABLE IF NOT EXISTS counters (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+"""
+
+
+class Refused(Exception):
+    """A submission the run may not make now (HTTP 429): spends nothing."""
+
+    def __init__(self, reason: str, message: str, wait_s: float | None = None):
+        super().__init__(message)
+        self.reason, self.message, self.wait_s = reason, message, wait_s
+
+
+class Busy(Exception):
+    """The queue is full (HTTP 503 + Retry-After): spends nothing."""
+
+
+class Conflict(Exception):
+    """HTTP 409: a second final submission, a run id taken, a run no longer active."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_pending: int
+
+
+def now_iso(ts: float | None = None) -> str:
+    import datetime as dt
+
+    ts = time.time() if ts is None else ts
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
+
+
+def parse_iso(value: str) -> float:
+    import datetime as dt
+
+    parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.timestamp()
+
+
+class State:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.RLock()
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                  timeout=30)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+    # helpers ----------------------------------------------------------------------
+    def _tx(self):
+        return _Tx(self)
+
+    def _one(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        with self.lock:
+            return self.db.execute(sql, args).fetchone()
+
+    def _all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        with self.lock:
+            return self.db.execute(sql, args).fetchall()
+
+    def bump(self, name: str, by: int = 1) -> None:
+        with self.lock:
+            self.db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE "
+                            "SET value = value + excluded.value", (name, by))
+
+    def counters(self) -> dict[str, int]:
+        return {r["name"]: r["value"] for r in self._all("SELECT * FROM counters")}
+
+    # start-up ---------------------------------------------------------------------
+    def recover(self) -> int:
+        """Judges that were running when the service died go back to the queue."""
+        with self._tx() as db:
+            cur = db.execute("UPDATE submissions SET state = 'queued', "
+                             "interrupted = interrupted + 1, not_before = NULL "
+                             "WHERE state = 'running'")
+            return cur.rowcount
+
+    # runs ---------------------------------------------------------------------------
+    def add_run(self, run_id: str, task: str, source: str, agent: str | None,
+                model: str | None, budget: int | None, cooldown_s: float,
+                started_at: str, token_hash: str) -> dict[str, Any]:
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
+                raise Conflict(f"run {run_id!r} is already registered")
+            db.execute("INSERT INTO runs (run_id, task, source, agent, model, budget, "
+                       "cooldown_s, started_at, started_ts, created_at, token_hash) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (run_id, task, source, agent, model, budget, cooldown_s, started_at,
+                        parse_iso(started_at), now_iso(), token_hash))
+        return self.run(run_id) or {}
+
+    def run(self, run_id: str) -> dict[str, Any] | None:
+        row = self._one("SELECT * FROM runs WHERE run_id = ?", run_id)
+        return _run(row) if row else None
+
+    def run_by_token(self, token_hash: str) -> dict[str, Any] | None:
+        row = self._one("SELECT * FROM runs WHERE token_hash = ?", token_hash)
+        return _run(row) if row else None
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [_run(r) for r in self._all("SELECT * FROM runs ORDER BY created_at, run_id")]
+
+    def end_run(self, run_id: str, state: str = "ended") -> list[int]:
+        """Revoke the run's token; a cancelled run also drops its queued submissions
+        (returned, so their waiters can be told)."""
+        with self._tx() as db:
+            db.execute("UPDATE runs SET state = ?, ended_at = ?, token_hash = NULL "
+                       "WHERE run_id = ? AND state = 'active'", (state, now_iso(), run_id))
+            if state != "cancelled":
+                return []
+            ids = [r[0] for r in db.execute(
+                "SELECT id FROM submissions WHERE run_id = ? AND state = 'queued'", (run_id,))]
+            db.execute("UPDATE submissions SET state = 'cancelled', finished_at = ? "
+                       "WHERE run_id = ? AND state = 'queued'", (now_iso(), run_id))
+            return ids
+
+    # submissions --------------------------------------------------------------------
+    def check(self, run: dict[str, Any], final: bool, limits: Limits,
+              now: float) -> None:
+        """Raise Refused, Conflict or Busy when this run may not submit now."""
+        with self.lock:
+            self._check(self.db, run["run_id"], final, limits, now)
+
+    def _check(self, db: sqlite3.Connection, run_id: str, final: bool, limits: Limits,
+               now: float) -> sqlite3.Row:
+        run = db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if run is None or run["state"] != "active":
+            raise Conflict(f"run {run_id} is {run['state'] if run else 'unknown'}")
+        if final:
+            if db.execute("SELECT 1 FROM submissions WHERE run_id = ? AND final = 1",
+                          (run_id,)).fetchone():
+                raise Conflict(f"run {run_id} already has its final submission")
+        else:
+            if run["budget"] is not None and run["used"] >= run["budget"]:
+                raise Refused("budget", f"the run's budget of {run['budget']} submission(s) "
+                                        "is spent")
+            if run["last_ts"] is not None and run["cooldown_s"]:
+                wait = run["last_ts"] + run["cooldown_s"] - now
+                if wait > 0:
+                    raise Refused("cooldown", f"cooldown: {run['cooldown_s']:g} s between "
+                                              f"submissions; wait {wait:.1f} s", wait)
+        queued = db.execute("SELECT count(*) FROM submissions WHERE state = 'queued'"
+                            ).fetchone()[0]
+        if queued >= limits.max_pending:
+            raise Busy(queued)
+        return run
+
+    def accept(self, run_id: str, *, sha256: str, archive: str, key: str, cpus: float,
+               final: bool, limits: Limits, now: float,
+               result: dict[str, Any] | None) -> dict[str, Any]:
+        """Checks and insert in one transaction: a refusal spends no budget, cooldown or
+        round. `result` (already graded under this key) answers it at once."""
+        with self._tx() as db:
+            run = self._check(db, run_id, final, limits, now)
+            rnd = run["rounds"] + 1
+            db.execute("UPDATE runs SET rounds = ?, used = used + ?, "
+                       "last_ts = CASE WHEN ? THEN last_ts ELSE ? END WHERE run_id = ?",
+                       (rnd, 0 if final else 1, final, now, run_id))
+            cur = db.execute(
+                "INSERT INTO submissions (run_id, round, task, sha256, archive, key, cpus, "
+                "final, submitted_at, elapsed_s, state, from_store, result, finished_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, rnd, run["task"], sha256, archive, key, cpus, final, now_iso(now),
+                 round(now - run["started_ts"], 3), "done" if result else "queued",
+                 bool(result), _dumps(result), now_iso(now) if result else None))
+            sub_id = cur.lastrowid
+        return self.submission(sub_id) or {}
+
+    def submission(self, sub_id: int) -> dict[str, Any] | None:
+        row = self._one("SELECT * FROM submissions WHERE id = ?", sub_id)
+        return _sub(row) if row else None
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        return [_sub(r) for r in self._all(
+            "SELECT * FROM submissions WHERE run_id = ? ORDER BY round", run_id)]
+
+    def queued(self, now: float, limit: int = 64) -> list[dict[str, Any]]:
+        return [_sub(r) for r in self._all(
+            "SELECT * FROM submissions WHERE state = 'queued' AND "
+            "(not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?", now, limit)]
+
+    def next_retry(self) -> float | None:
+        row = self._one("SELECT min(not_before) FROM submissions WHERE state = 'queued'")
+        return row[0] if row else None
+
+    def start(self, sub_id: int) -> None:
+        with self.lock:
+            self.db.execute("UPDATE submissions SET state = 'running', started_at = ?, "
+                            "attempts = attempts + 1 WHERE id = ?", (now_iso(), sub_id))
+
+    def retry_later(self, sub_id: int, delay_s: float, error: str) -> None:
+        with self.lock:
+            self.db.execute("UPDATE submissions SET state = 'queued', not_before = ?, "
+                            "last_error = ? WHERE id = ? AND state = 'running'",
+                            (time.time() + delay_s, error, sub_id))
+
+    def interrupt(self, sub_id: int) -> None:
+        with self.lock:
+            self.db.execute("UPDATE submissions SET state = 'queued', "
+                            "interrupted = interrupted + 1 WHERE id = ? AND state = 'running'",
+                            (sub_id,))
+
+    def finish(self, key: str, result: dict[str, Any], graded_by: int | None) -> list[int]:
+        """Give the result to every waiting submission with this key (the one judged,
+        `graded_by`, and any identical archive queued meanwhile). Exactly once each."""
+        with self._tx() as db:
+            ids = [r[0] for r in db.execute(
+                "SELECT id FROM submissions WHERE key = ? AND state IN ('queued', 'running')",
+                (key,))]
+            db.execute("UPDATE submissions SET state = 'done', result = ?, finished_at = ?, "
+                       "from_store = (id IS NOT ?), last_error = NULL "
+                       "WHERE key = ? AND state IN ('queued', 'running')",
+                       (_dumps(result), now_iso(), graded_by, key))
+            return ids
+
+    def counts(self) -> dict[str, int]:
+        rows = self._all("SELECT state, count(*) AS n FROM submissions GROUP BY state")
+        out = {"queued": 0, "running": 0, "done": 0, "cancelled": 0}
+        out.update({r["state"]: r["n"] for r in rows})
+        return out
+
+
+class _Tx:
+    """BEGIN IMMEDIATE ... COMMIT under the lock (ROLLBACK on any exception)."""
+
+    def __init__(self, state: State):
+        self.state = state
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.state.lock.acquire()
+        self.state.db.execute("BEGIN IMMEDIATE")
+        return self.state.db
+
+    def __exit__(self, exc_type, *_: object) -> None:
+        try:
+            self.state.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self.state.lock.release()
+
+
+def _dumps(data: Any) -> str | None:
+    return None if data is None else json.dumps(data, allow_nan=False)
+
+
+def _run(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    out.pop("token_hash", None)
+    out.pop("started_ts", None)
+    out.pop("last_ts", None)
+    return out
+
+
+def _sub(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    out["final"] = bool(out["final"])
+    out["from_store"] = bool(out["from_store"])
+    out["result"] = json.loads(out["result"]) if out["result"] else None
+    return out
