@@ -210,12 +210,14 @@ def create_app(service: Service) -> FastAPI:
         return {"run": service.state.run(run_id), "dropped": dropped}
 
     @app.post("/v1/submissions", status_code=202, tags=["submissions"], openapi_extra={
+        "parameters": [{"name": "final", "in": "query", "required": False,
+                        "schema": {"type": "boolean", "default": False},
+                        "description": "the run's last workspace (once per run; spends no "
+                                       "budget or cooldown)"}],
         "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
             "type": "object", "required": ["archive"], "properties": {
                 "archive": {"type": "string", "format": "binary",
-                            "description": "the submission: .tar.gz or .tar"},
-                "final": {"type": "boolean", "description": "the run's last workspace "
-                          "(once per run; spends no budget or cooldown)"}}}}}}})
+                            "description": "the submission: .tar.gz or .tar"}}}}}}})
     async def submit(request: Request, who: Who) -> JSONResponse:
         """Submit an archive (run token). 202 with the queued submission, or 200 with its
         result when the same archive was graded before under the same judge and settings."""
@@ -232,7 +234,6 @@ def create_app(service: Service) -> FastAPI:
             upload = form.get("archive")
             if upload is None or isinstance(upload, str):
                 raise ApiError(422, "multipart field 'archive' (the file) is missing")
-            final = final or str(form.get("final", "")).lower() in ("1", "true", "yes")
             try:
                 sub = service.submit(who.run, upload.file, final)
             except Refused as exc:

@@ -133,7 +133,7 @@ class ServiceClient:
         return self._call("POST", "/v1/submissions",
                           files={"archive": ("submission.tar.gz", data,
                                              "application/octet-stream")},
-                          data={"final": "true" if final else "false"})
+                          params={"final": "true"} if final else None)
 
     def result(self, sub_id: int, wait_s: float = 0) -> dict[str, Any]:
         """One submission; waits up to `wait_s` (the service caps it at 60) for a verdict."""
