@@ -12,7 +12,6 @@ import subprocess
 import tarfile
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
@@ -333,7 +332,7 @@ def test_sforge_submit_in_bare_containers_and_report(bench, tmp_path):
             assert "packed 1 file(s)" in proc.stderr  # sub/ excluded
             if answer == "4":
                 assert "FAILED case2: wants 10 or more" in out
-            assert f"best: submission" in out
+            assert "best: submission" in out
     finally:
         assert handle.stop() == 0
     report = subprocess.run([os.sys.executable, "-m", "sforge", "-b", str(bench_dir),
