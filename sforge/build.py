@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import sys
 import tarfile
 import tempfile
@@ -25,7 +24,6 @@ from .images import CONTEXT_DIRS, ImageRef, context_blobs
 from .pipeline import Pipeline
 
 LOG_TAIL = 25
-_COPY = re.compile(r"^\s*(COPY|ADD)\s+(.*)$", re.IGNORECASE)
 
 
 class ImageBuildError(SforgeError):
@@ -40,32 +38,24 @@ class ImageBuildError(SforgeError):
         super().__init__(text)
 
 
-def _dockerfile_lines(path: Path) -> list[tuple[int, str]]:
-    """Logical lines (continuations joined) with the number of their first physical line."""
-    out, buf, start = [], "", 0
-    for no, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        if not buf:
-            start = no
-        if line.rstrip().endswith("\\"):
-            buf += line.rstrip()[:-1] + " "
-            continue
-        out.append((start, buf + line))
-        buf = ""
-    if buf:
-        out.append((start, buf))
-    return out
+def _top(source: str) -> str:
+    """First component of a context path: `./judge/x` → `judge`."""
+    parts = [p for p in source.split("/") if p not in ("", ".")]
+    return parts[0] if parts else ""
 
 
 def judge_leaks(dockerfile: Path) -> list[str]:
-    """COPY/ADD lines of a work Dockerfile that reach into judge/ (hidden tests)."""
+    """COPY/ADD instructions of a work Dockerfile that reach into judge/ (hidden tests),
+    in shell or JSON form, as `file:line: instruction`."""
+    from .check.dockerfile import copy_args, parse_dockerfile
+
     found = []
-    for no, line in _dockerfile_lines(dockerfile):
-        m = _COPY.match(line)
-        if not m:
+    for ins in parse_dockerfile(dockerfile.read_text(errors="replace")):
+        if ins.keyword not in ("COPY", "ADD"):
             continue
-        args = [a for a in m.group(2).split() if not a.startswith("--")]
-        if any(a.lstrip("./").startswith("judge") for a in args[:-1]):
-            found.append(f"{dockerfile}:{no}: {line.strip()}")
+        args = copy_args(ins)
+        if args and any(_top(s) == "judge" for s in args.sources):
+            found.append(f"{dockerfile}:{ins.line}: {ins.keyword} {ins.text.strip()}")
     return found
 
 

@@ -1,14 +1,11 @@
 """sforge: build images, grade archives, aggregate scores for a benchmark directory.
 
-Fast paths answer from the same targets the Snakefile declares (sentinels, result files)
-without starting Snakemake when nothing needs making: its import alone costs ~1 s here.
+This module parses arguments and prints; what each command does is in sforge.orchestrate.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import datetime as dt
 import json
 import sys
 from collections.abc import Callable
@@ -26,20 +23,11 @@ Plain Snakemake from the repository root makes the same targets: snakemake all|i
 
 
 def _config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    from .config import REPO_ROOT, load_config
-    from .model import DEFAULT_BENCHMARK
+    from .config import user_config
 
-    overrides = {"benchmark": args.benchmark, "results": args.results,
-                 "registry": args.registry, **extra}
-    config = load_config(Path(args.config) if args.config else REPO_ROOT / "config.yaml",
-                         overrides)
-    if config["benchmark"] == DEFAULT_BENCHMARK and not Path(DEFAULT_BENCHMARK).is_dir():
-        config["benchmark"] = str(REPO_ROOT / DEFAULT_BENCHMARK)  # the bundled one
-    # Relative paths mean the user's working directory, never the repository's.
-    for key in ("benchmark", "results", "submissions"):
-        if config.get(key):
-            config[key] = str(Path(config[key]).expanduser().resolve())
-    return config
+    return user_config(Path(args.config) if args.config else None,
+                       {"benchmark": args.benchmark, "results": args.results,
+                        "registry": args.registry, **extra})
 
 
 def _pipeline(config: dict[str, Any]):
@@ -48,39 +36,25 @@ def _pipeline(config: dict[str, Any]):
     return get_pipeline(config)
 
 
+def _execution(args):
+    from .orchestrate import Execution
+
+    return Execution(jobs=getattr(args, "jobs", 1) or 1, profile=getattr(args, "profile", None),
+                     verbose=args.verbose)
+
+
 def _report_broken(pipe) -> int:
     for err in pipe.bench.errors:
         print(f"error: {err}", file=sys.stderr)
     return len(pipe.bench.errors)
 
 
-def _workflow(args, config, targets, *, cores=None, quiet=False) -> bool:
-    from .workflow import Run, run
-
-    config = dict(config, verify_images=False)  # the CLI has checked them already
-    return run(Run(targets=[str(t) for t in targets], config=config,
-                   cores=cores or getattr(args, "jobs", 1) or 1,
-                   profile=getattr(args, "profile", None), quiet=quiet,
-                   verbose=args.verbose))
-
-
 # list ---------------------------------------------------------------------------------
 def cmd_list(args) -> int:
+    from .orchestrate import task_rows
+
     pipe = _pipeline(_config(args))
-    present = _present_tags(pipe, pipe.images(args.task), quiet=True)
-    rows = []
-    for task in pipe.tasks(args.task):
-        refs = pipe.refs[task.id]
-        base = pipe.bases.get(task.environment.base) if task.environment.base else None
-        built = [r for r in (base, refs["work"], refs["judge"]) if r]
-        state = "unknown" if present is None else (
-            "built" if all(pipe.sentinel(r).exists() and r.tag in present for r in built)
-            else "not built")
-        meta = ", ".join(f"{k}={v}" for k, v in sorted(task.metadata.items())
-                         if isinstance(v, str | int | float))
-        rows.append({"id": task.id, "name": task.name, "base": task.environment.base or "-",
-                     "metadata": meta, "work": refs["work"].tag, "judge": refs["judge"].tag,
-                     "state": state})
+    rows = task_rows(pipe, args.task)
     if args.json:
         print(json.dumps({"benchmark": pipe.bench.name, "tasks": rows,
                           "bases": {n: r.tag for n, r in pipe.bases.items()},
@@ -95,45 +69,13 @@ def cmd_list(args) -> int:
     return 1 if _report_broken(pipe) else 0
 
 
-def _present_tags(pipe, refs, quiet=False) -> set[str] | None:
-    from .errors import InfrastructureError
-    from .targets import engine
-
-    try:
-        return engine().existing_tags(r.tag for r in refs)
-    except InfrastructureError as exc:
-        if not quiet:
-            raise
-        print(f"warning: {exc}", file=sys.stderr)
-        return None
-
-
 # plan / build -------------------------------------------------------------------------
-def plan_images(pipe, refs, present: set[str] | None, force: bool) -> list[tuple[Any, str]]:
-    """(ref, reason) for every image that a build would make."""
-    out = []
-    for ref in refs:
-        sentinel = pipe.sentinel(ref)
-        if force:
-            out.append((ref, "forced"))
-        elif not sentinel.exists():
-            older = sorted(p.stem for p in sentinel.parent.glob("*.json")) \
-                if sentinel.parent.is_dir() else []
-            if present is not None and ref.tag in present:
-                out.append((ref, "image present, sentinel to record (no build)"))
-            elif older:
-                out.append((ref, f"new hash (was {', '.join(older[-3:])})"))
-            else:
-                out.append((ref, "never built"))
-        elif present is not None and ref.tag not in present:
-            out.append((ref, "image missing from the daemon"))
-    return out
-
-
 def cmd_plan(args) -> int:
+    from .orchestrate import plan_images, present_tags
+
     pipe = _pipeline(_config(args))
     refs = pipe.images(args.task)
-    present = _present_tags(pipe, refs, quiet=True)
+    present = present_tags(refs, quiet=True)
     todo = plan_images(pipe, refs, present, args.force)
     for ref, reason in todo:
         print(f"build {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
@@ -143,227 +85,99 @@ def cmd_plan(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .build import (
-        drop_stale_sentinels,
-        image_presence,
-        make_image,
-        push_image,
-        read_sentinel,
-    )
-    from .targets import engine
+    from .orchestrate import build_images
 
     pipe = _pipeline(_config(args, force=args.force, push=args.push or None))
     broken = _report_broken(pipe)
-    refs = pipe.images(args.task)
-    local, remote = image_presence(pipe, engine(), refs)
-    drop_stale_sentinels(pipe, refs, local | remote)
-    if args.force:
-        for ref in refs:
-            pipe.sentinel(ref).unlink(missing_ok=True)
-    todo = [r for r in refs if not pipe.sentinel(r).exists()]
-    for ref in todo:  # already under its tag: the rule's own function, no DAG needed
-        if not args.force and (ref.tag in local or ref.tag in remote):
-            make_image(pipe, engine(), ref, present=local)
-    pending = [r for r in todo if not pipe.sentinel(r).exists()]
-    if pending:
-        print(f"sforge: {len(pending)} of {len(refs)} image(s) to build", file=sys.stderr)
-        if not args.profile and all(r.base is None or pipe.sentinel(r.base).exists()
-                                    for r in pending):
-            _build_independent(pipe, pending, args.jobs)
-        else:  # images that wait on others, or a cluster: the DAG schedules them
-            _workflow(args, pipe.config, [pipe.sentinel(r) for r in pending])
-    failed = [r for r in todo if not pipe.sentinel(r).exists()]
-    for ref in failed:
+    out = build_images(pipe, args.task, force=args.force, push=args.push,
+                       ex=_execution(args))
+    for ref in out.failed:
         log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
         print(f"FAILED {ref.kind} {ref.name} ({ref.tag})", file=sys.stderr)
         if log.exists():
             for line in log.read_text(errors="replace").splitlines()[-15:]:
                 print(f"    {line}", file=sys.stderr)
             print(f"  full log: {log}", file=sys.stderr)
-    made = [r for r in todo if r not in failed]
-    records = [read_sentinel(pipe.sentinel(r)) or {} for r in made]
-    reused = sum(1 for rec in records if rec.get("reused"))
-    pushed = sum(1 for rec in records if rec.get("pushed"))
-    if args.push and not failed:  # and whatever the registry still lacks
-        pushed += sum(push_image(pipe, engine(), r) for r in refs)
-    print(f"sforge: {len(refs)} image(s): {len(made) - reused} built, {reused} already present,"
-          f" {len(refs) - len(todo)} up to date, {len(failed)} failed"
-          + (f", {pushed} pushed" if args.push else "")
+    refs, made = out.refs, out.made
+    print(f"sforge: {len(refs)} image(s): {len(made) - out.reused} built, {out.reused} already "
+          f"present, {len(refs) - len(out.todo)} up to date, {len(out.failed)} failed"
+          + (f", {out.pushed} pushed" if args.push else "")
           + (f"; {broken} broken task(s)" if broken else ""))
-    return 1 if failed or broken else 0
-
-
-def _build_independent(pipe, refs, jobs: int) -> None:
-    """Images whose inputs all exist are independent jobs of the DAG: run the rule's own
-    function for each, `jobs` at a time, without paying Snakemake's ~1.5 s start."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from .targets import make_image_target
-
-    def one(ref) -> None:
-        try:
-            make_image_target(pipe, ref.kind, ref.name, ref.digest)
-        except SforgeError as exc:  # listed with its log tail by the caller
-            print(f"sforge: {exc}", file=sys.stderr)
-
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(one, refs))
+    return 1 if out.failed or broken else 0
 
 
 def cmd_push(args) -> int:
-    from .build import push_image
-    from .targets import engine
+    from .orchestrate import push_images
 
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
-    refs = pipe.images(args.task)
-    pushed = 0
-    for ref in refs:
-        if push_image(pipe, engine(), ref):
-            pushed += 1
-            print(f"pushed {pipe.remote(ref)}")
-    print(f"sforge: {len(refs)} image(s): {pushed} pushed, {len(refs) - pushed} already in "
-          f"{pipe.registry}")
+    refs, pushed = push_images(pipe, args.task)
+    for ref in pushed:
+        print(f"pushed {pipe.remote(ref)}")
+    print(f"sforge: {len(refs)} image(s): {len(pushed)} pushed, {len(refs) - len(pushed)} "
+          f"already in {pipe.registry}")
     return 1 if broken else 0
 
 
 def cmd_pull(args) -> int:
-    from .targets import engine
+    from .orchestrate import pull_images
 
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
-    refs = pipe.images(args.task)
-    local = engine().existing_tags(r.tag for r in refs)
-    if not pipe.registry:
-        raise SforgeError("no registry to pull from (use --registry, SFORGE_REGISTRY or "
-                          "registry in benchmark.toml)")
-    for ref in refs:
-        if ref.tag not in local:
-            engine().pull(pipe.remote(ref), ref.tag)
-            print(f"pulled {pipe.remote(ref)} as {ref.tag}")
+    refs, local = pull_images(pipe, args.task,
+                              lambda ref: print(f"pulled {pipe.remote(ref)} as {ref.tag}"))
     print(f"sforge: {len(refs)} image(s): {len(refs) - len(local)} pulled, "
           f"{len(local)} already local")
     return 1 if broken else 0
 
 
 # eval / grade -------------------------------------------------------------------------
-def _ensure_judge(args, pipe, task_id: str) -> None:
-    """Make the judge image's sentinel (building base and judge first when needed)."""
-    refs = _prepare_images(pipe, [task_id])
-    if all(pipe.sentinel(r).exists() for r in refs):
-        return
-    if not _workflow(args, pipe.config, [pipe.sentinel(r) for r in refs], quiet=True) or \
-            not all(pipe.sentinel(r).exists() for r in refs):
-        raise SforgeError(f"cannot build the judge image of {task_id} "
-                          f"(see: sforge build --task {task_id})")
-
-
-def result_view(pipe, result, source: str) -> dict[str, Any]:
-    from .rescale import rescale
-
-    task = pipe.bench.tasks[result.task]
-    data = result.to_dict()
-    data["source"] = source
-    data["rescaled"] = rescale(task.score.rescale, result.score) if result.valid else None
-    data["direction"] = task.score.direction
-    return data
-
-
 def cmd_eval(args) -> int:
-    from .results import EvalResult
-    from .submissions import store_archive
-    from .targets import grade
+    from .orchestrate import eval_archive, result_view
 
     pipe = _pipeline(_config(args))
-    task = pipe.bench.tasks.get(args.task)
-    if task is None:
+    if args.task not in pipe.bench.tasks:
         _report_broken(pipe)
-        raise SforgeError(f"unknown or broken task {args.task!r}")
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    if args.archive == "-":
-        sub = store_archive(pipe.layout.store, args.source, task.id, sys.stdin.buffer, now)
-    else:
-        path = Path(args.archive)
-        if not path.is_file():
-            raise SforgeError(f"{path}: archive not found")
-        with path.open("rb") as fh:
-            sub = store_archive(pipe.layout.store, args.source, task.id, fh, now)
-    if args.timeout:
-        task = dataclasses.replace(task, judge=dataclasses.replace(task.judge,
-                                                                   timeout_sec=args.timeout))
-    target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
-    out = pipe.eval_path(target)
-    if out.exists():
-        result = EvalResult.read(out)
-        print(f"sforge: already graded ({out})", file=sys.stderr)
-    else:
-        _sweep()
-        _ensure_judge(args, pipe, task.id)
-        result = grade(pipe, target)
+    out = eval_archive(pipe, args.task, args.archive, args.source, args.timeout,
+                       _execution(args))
+    result = out.result
+    if out.already:
+        print(f"sforge: already graded ({out.path})", file=sys.stderr)
     view = result_view(pipe, result, args.source)
     if args.json:
         print(json.dumps(view))
     else:
         verdict = "valid" if result.valid else "INVALID"
         rescaled = view["rescaled"]
-        print(f"{task.id}: {verdict} score={result.score} rescaled="
+        print(f"{result.task}: {verdict} score={result.score} rescaled="
               f"{'-' if rescaled is None else f'{rescaled:.2f}'}  {result.summary}")
         if result.reason:
             print(f"  reason: {result.reason}")
         for rej in result.rejected:
             print(f"  rejected {rej.path}: {rej.reason}")
-        print(f"  result: {out}\n  log: {result.log}")
+        print(f"  result: {out.path}\n  log: {result.log}")
     return 0
 
 
 def cmd_grade(args) -> int:
+    from .orchestrate import grade_pending
+
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
-    records = pipe.records(args.task)
-    paths = sorted({p for _, p in records})
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        print(f"sforge: {len(missing)} of {len(paths)} result(s) to grade", file=sys.stderr)
-        _sweep()
-        _prepare_images(pipe, args.task)
-        _workflow(args, pipe.config, missing)
-    still = [p for p in missing if not p.exists()]
-    print(f"sforge: {len(records)} submission(s), {len(paths)} distinct: "
-          f"{len(paths) - len(missing)} up to date, {len(missing) - len(still)} graded, "
-          f"{len(still)} failed")
-    return 1 if still or broken else 0
-
-
-def _sweep() -> None:
-    """Remove judge containers left by sforge processes that died (never a live run's)."""
-    from .judge import sweep_stale_containers
-    from .targets import engine
-
-    for cid in sweep_stale_containers(engine().client):
-        print(f"sforge: removed stale judge container {cid[:12]}", file=sys.stderr)
-
-
-def _prepare_images(pipe, ids) -> list:
-    """The base and judge refs grading needs, their sentinels made truthful."""
-    from .targets import verify_sentinels
-
-    refs = pipe.images(ids, kinds=("base", "judge"))
-    verify_sentinels(pipe, refs)
-    return refs
+    out = grade_pending(pipe, args.task, _execution(args))
+    print(f"sforge: {out.submissions} submission(s), {out.distinct} distinct: "
+          f"{out.distinct - out.missing} up to date, {out.missing - out.failed} graded, "
+          f"{out.failed} failed")
+    return 1 if out.failed or broken else 0
 
 
 def cmd_report(args) -> int:
+    from .orchestrate import make_report
     from .scores import leaderboard_text
 
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
-    _prepare_images(pipe, None)
-    # Pending results are targets of their own: Snakemake does not remake a missing
-    # intermediate file when what depends on it is present.
-    pending = sorted({p for _, p in pipe.records() if not p.exists()})
-    if pending:
-        _sweep()
-    ok = _workflow(args, pipe.config, [*pending, pipe.layout.report])
+    ok = make_report(pipe, _execution(args))
     if pipe.layout.leaderboard.exists():
         print(leaderboard_text(pipe.layout.leaderboard))
         print(f"\nreport: {pipe.layout.report}")

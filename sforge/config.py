@@ -70,3 +70,16 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
     config.update({k: v for k, v in (overrides or {}).items() if v is not None})
     validate(config, "configuration")
     return config
+
+
+def user_config(path: Path | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The configuration a command runs with: `path` (default: the repository's config.yaml),
+    the environment and `overrides`; relative paths taken from the working directory."""
+    config = load_config(path if path is not None else REPO_ROOT / "config.yaml", overrides)
+    if config["benchmark"] == DEFAULT_BENCHMARK and not Path(DEFAULT_BENCHMARK).is_dir():
+        config["benchmark"] = str(REPO_ROOT / DEFAULT_BENCHMARK)  # the bundled one
+    # Relative paths mean the user's working directory, never the repository's.
+    for key in ("benchmark", "results", "submissions"):
+        if config.get(key):
+            config[key] = str(Path(config[key]).expanduser().resolve())
+    return config

@@ -344,127 +344,15 @@ def _budget_table(budgets: pd.DataFrame) -> tuple[list[str], list[list[Cell]]]:
 
 
 # --------------------------------------------------------------------------- page
-TEMPLATE = r"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{{ bench.name }}: sforge report</title>
-<style>
-body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px;
-       padding: 0 1em; color: #222; }
-h1 { margin-bottom: 0.2em; } h2 { margin-top: 1.6em; border-bottom: 1px solid #ddd; }
-h3 { margin-bottom: 0.3em; } .meta, .note { color: #666; font-size: 0.92em; }
-table { border-collapse: collapse; margin: 0.6em 0; font-variant-numeric: tabular-nums; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; white-space: nowrap; }
-th { background: #f4f4f4; cursor: pointer; user-select: none; }
-th.sorted-asc::after { content: " ▲"; } th.sorted-desc::after { content: " ▼"; }
-td.text, th.text { text-align: left; }
-.wide { overflow-x: auto; } img { max-width: 100%; display: block; }
-.errors { background: #fff4f4; border: 1px solid #e0b4b4; padding: 0.5em 1em; }
-section.task { border-top: 1px solid #eee; margin-top: 1em; }
-</style>
-</head>
-<body>
-<h1>{{ bench.name }}</h1>
-<p class="meta">{{ tasks|length }} tasks · {{ n_sources }} sources · {{ n_graded }} graded
-submissions ({{ n_valid }} valid) · generated {{ generated }} by sforge {{ version }}</p>
-
-{% if errors %}
-<div class="errors"><strong>Tasks that failed to load (not in these tables):</strong>
-<ul>{% for e in errors %}<li>{{ e }}</li>{% endfor %}</ul></div>
-{% endif %}
-
-<h2 id="leaderboard">Leaderboard</h2>
-<p class="note">Score: mean rescaled (0–100) best valid result over all {{ tasks|length }}
-tasks. A task without a valid result counts 0, and so does a task without a rescale table.
-Best = best valid raw score in the task's direction; ties go to the earliest submission.</p>
-{% if board_rows %}
-{{ table("leaderboard-table", board_header, board_rows, 4) }}
-{% if board_plot %}<img alt="leaderboard scores" src="{{ board_plot }}">{% endif %}
-{% else %}
-<p id="no-submissions">No graded submissions yet.</p>
-{% endif %}
-
-{% if budget_rows %}
-<h2 id="budgets">Time budgets</h2>
-<p class="note">Mean score from the best valid result submitted within each agent-time
-budget (submissions with an elapsed time only).</p>
-{{ table("budgets-table", budget_header, budget_rows, 1) }}
-{% if budget_plot %}<img alt="score by time budget" src="{{ budget_plot }}">{% endif %}
-{% endif %}
-
-<h2 id="tasks">Per task</h2>
-<p class="note">Rescaled best per source (hover for the raw score); — no valid result.</p>
-<div class="wide">{{ table("task-table", task_header, task_rows, 3, link=True) }}</div>
-
-{% for s in sections %}
-<section class="task" id="task-{{ s.id }}">
-<h3>{{ s.id }}{% if s.name != s.id %} · {{ s.name }}{% endif %}</h3>
-<p class="meta">{{ s.category or "no category" }} · {{ s.direction }} · rescale {{ s.kind }} ·
-{{ s.submissions }} graded, {{ s.valid }} valid</p>
-{% if s.best %}
-<table class="best">
-<tr><th class="text">source</th><th>best raw</th><th>rescaled</th><th class="text">submission</th>
-<th>at (h)</th></tr>
-{% for b in s.best %}<tr><td class="text">{{ b.source }}</td><td>{{ b.score }}</td>
-<td>{{ b.rescaled }}</td><td class="text">{{ b.name }}</td><td>{{ b.elapsed }}</td></tr>
-{% endfor %}</table>
-{% endif %}
-{% if s.plot %}<img alt="{{ s.id }}: best so far and score distribution" src="{{ s.plot }}">
-{% else %}<p class="note">No valid results.</p>{% endif %}
-</section>
-{% endfor %}
-
-<script>
-// Click a header to sort by that column (numbers by their data-v value).
-document.querySelectorAll("table.sortable").forEach(function (table) {
-  table.querySelectorAll("th").forEach(function (th, col) {
-    th.addEventListener("click", function () {
-      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-      var desc = !th.classList.contains("sorted-desc");
-      table.querySelectorAll("th").forEach(function (h) {
-        h.classList.remove("sorted-asc", "sorted-desc"); });
-      th.classList.add(desc ? "sorted-desc" : "sorted-asc");
-      function key(row) {
-        var c = row.cells[col], v = c.getAttribute("data-v");
-        return v === null ? c.textContent : (isNaN(parseFloat(v)) ? v : parseFloat(v));
-      }
-      rows.sort(function (a, b) {
-        var x = key(a), y = key(b), r = x < y ? -1 : x > y ? 1 : 0;
-        return desc ? -r : r;
-      });
-      rows.forEach(function (r) { body.appendChild(r); });
-    });
-  });
-  table.classList.add("ready");
-});
-</script>
-</body>
-</html>
-"""
-
-TABLE_MACRO = r"""{% macro table(id, header, rows, text_cols, link=False) -%}
-<table id="{{ id }}" class="sortable">
-<thead><tr>{% for h in header %}<th{% if loop.index0 < text_cols %} class="text"{% endif %}>
-{{- h }}</th>{% endfor %}</tr></thead>
-<tbody>
-{% for row in rows %}<tr>{% for c in row %}<td
-{%- if loop.index0 < text_cols %} class="text"{% endif %}
-{%- if c.sort %} data-v="{{ c.sort }}"{% endif %}
-{%- if c.style %} style="{{ c.style }}"{% endif %}
-{%- if c.title %} title="{{ c.title }}"{% endif %}>
-{%- if link and loop.first %}<a href="#task-{{ c.text }}">{{ c.text }}</a>
-{%- else %}{{ c.text }}{% endif %}</td>{% endfor %}</tr>
-{% endfor %}</tbody>
-</table>
-{%- endmacro %}"""
+TEMPLATES = "templates"  # report.html.j2 (the page) and table.html.j2 (its table macro)
 
 
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
+    env = jinja2.Environment(loader=jinja2.PackageLoader("sforge", TEMPLATES),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.globals["table"] = env.from_string(TABLE_MACRO).module.table  # type: ignore[attr-defined]
+    macros = env.get_template("table.html.j2").module
+    env.globals["table"] = macros.table  # type: ignore[attr-defined]
     return env
 
 
@@ -479,7 +367,7 @@ def render_report(bench: Benchmark, scores: pd.DataFrame, best: pd.DataFrame,
     board_header, board_rows = _leaderboard_table(bench, board)
     task_header, task_rows = _task_table(bench, best, scores, sources)
     budget_header, budget_rows = _budget_table(budgets)
-    html = _environment().from_string(TEMPLATE).render(
+    html = _environment().get_template("report.html.j2").render(
         bench=bench, tasks=list(bench.tasks.values()), n_sources=len(sources),
         n_graded=len(scores), n_valid=int(scores["valid"].sum()),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,

@@ -26,6 +26,8 @@ from sforge.errors import SforgeError
 from sforge.loader import load_benchmark
 from sforge.model import Benchmark
 from sforge.results import EvalResult
+from sforge.scores import cache as score_cache
+from sforge.scores import tables as score_tables
 from sforge.submissions import Submission
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
@@ -410,14 +412,14 @@ def test_parse_cache_skips_unchanged_files_and_sees_changes(bench, world, tmp_pa
     first = out.read_bytes()
     assert (tmp_path / "out" / ".cache").is_dir()
 
-    real = scores._parse_result
+    real = score_cache._parse_result
     calls: list[str] = []
 
     def counting(path: str):  # type: ignore[no-untyped-def]
         calls.append(path)
         return real(path)
 
-    monkeypatch.setattr(scores, "_parse_result", counting)
+    monkeypatch.setattr(score_cache, "_parse_result", counting)
     scores.write_scores(bench, world.records, out)
     assert calls == [] and out.read_bytes() == first
 
@@ -487,7 +489,7 @@ def test_csv_round_trip_is_exact(tmp_path):
     df = pd.DataFrame({"task": pd.Series(["0012"] * len(raws), dtype="str"),
                        "score": pd.Series(raws, dtype="float64")})
     path = tmp_path / "t.csv"
-    scores._write_csv(df, path)
+    score_tables._write_csv(df, path)
     back = scores.read_table(path, {"task": "str", "score": "float64"})
     assert list(back["task"]) == ["0012"] * len(raws)
     assert [x.hex() for x in back["score"]] == [x.hex() for x in raws]
@@ -520,13 +522,13 @@ def test_ranking_sidecar_reads_as_the_csv_and_only_for_that_csv(bench, world):
                   agent=None if i % 2 else "a,b", summary='x"y\nz')
     t = world.run(bench)
     path = t.out / "scores.csv"
-    assert scores._sidecar_path(path).is_file()
+    assert score_tables._sidecar_path(path).is_file()
     fast = scores.read_scores(path, scores.RANKING_COLUMNS)
     slow = scores.read_table(path, scores.SCORES_COLUMNS, scores.RANKING_COLUMNS)
     pd.testing.assert_frame_equal(fast, slow)
-    assert scores._read_sidecar(path, scores.RANKING_COLUMNS) is not None
+    assert score_tables._read_sidecar(path, scores.RANKING_COLUMNS) is not None
     path.write_bytes(path.read_bytes())  # rewritten by something else: the sidecar is stale
-    assert scores._read_sidecar(path, scores.RANKING_COLUMNS) is None
+    assert score_tables._read_sidecar(path, scores.RANKING_COLUMNS) is None
     pd.testing.assert_frame_equal(scores.read_scores(path, scores.RANKING_COLUMNS), slow)
 
 

@@ -1,0 +1,31 @@
+"""What `sforge check` reports: one finding per rule violation, with file and line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    file: Path
+    line: int | None
+    rule: str
+    message: str
+    severity: str = "error"  # "error" | "warning"
+
+
+def format_findings(findings: Iterable[Finding]) -> str:
+    """One line per finding: 'path:line: rule: message' (warnings say so at the end)."""
+    out = []
+    for f in findings:
+        where = f"{f.file}:{f.line}" if f.line is not None else f"{f.file}"
+        tail = " (warning)" if f.severity == "warning" else ""
+        out.append(f"{where}: {f.rule}: {f.message}{tail}")
+    return "\n".join(out)
+
+
+def has_errors(findings: Iterable[Finding]) -> bool:
+    return any(f.severity == "error" for f in findings)
+

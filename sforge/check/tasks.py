@@ -1,0 +1,261 @@
+"""Task rules: metadata, NOTES.md, sizes and blobs, each Dockerfile against its context;
+and `check_benchmark`, the entry point."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ..errors import DefinitionError
+from ..loader import load_benchmark
+from .context import _check_copy, _Context, _has_glob, _is_dockerfile, _walk
+from .dockerfile import BASE_ARG, _declarations, parse_dockerfile
+from .findings import Finding
+from .pinning import _check_from, _check_run
+from .toml_positions import _locate, toml_lines
+
+MAX_FILE_BYTES = 1 << 20          # no single file over 1 MiB in git
+MAX_TASK_BYTES = 5 << 20          # no task over 5 MiB in git
+STATUSES = ("draft", "active", "deprecated", "broken")
+NOTES_SECTIONS = ("What it measures", "Grading", "Data", "Reference results", "Known issues")
+VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+@dataclass
+class _DockerfileReport:
+    findings: list[Finding] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # ADD/COPY sources, context-relative
+
+
+def check_dockerfile(path: Path, ctx: _Context) -> _DockerfileReport:
+    report = _DockerfileReport()
+    add = report.findings.append
+    try:
+        instructions = parse_dockerfile(path.read_text(errors="replace"))
+    except OSError as exc:
+        add(Finding(path, None, "definition", f"cannot read: {exc}"))
+        return report
+    variables: dict[str, str] = {}
+    global_args: dict[str, str | None] = {}
+    stages: set[str] = set()
+    seen_from = False
+    uses_base = False
+    first_from: int | None = None
+    for ins in instructions:
+        kw = ins.keyword
+        if kw in ("ARG", "ENV"):
+            for name, value in _declarations(ins.text, kw):
+                if kw == "ARG" and not seen_from:
+                    global_args[name] = value
+                if value is not None:
+                    variables[name] = value
+        elif kw == "FROM":
+            first_from = first_from or ins.line
+            seen_from = True
+            uses_base |= _check_from(path, ins, global_args, stages, ctx, add)
+        elif kw == "RUN":
+            _check_run(path, ins, variables, ctx, add)
+        elif kw in ("ADD", "COPY"):
+            report.sources += _check_copy(path, ins, ctx, add)
+    if ctx.is_task and ctx.base and not uses_base:
+        add(Finding(path, first_from, "base-image",
+                    f"the task builds on base {ctx.base!r}, but this Dockerfile does not start "
+                    f"with ARG {BASE_ARG} / FROM ${{{BASE_ARG}}}"))
+    return report
+
+
+
+class _Git:
+    """`git check-ignore` for the benchmark's work tree; inert outside one."""
+
+    def __init__(self, root: Path):
+        self.top: Path | None = None
+        if shutil.which("git") is None:
+            return
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                              capture_output=True, text=True)
+        if proc.returncode == 0 and proc.stdout.strip():
+            self.top = Path(proc.stdout.strip())
+
+    def ignored(self, paths: list[Path]) -> set[Path]:
+        if self.top is None or not paths:
+            return set()
+        absolute = {str(p.resolve()): p for p in paths}
+        proc = subprocess.run(["git", "-C", str(self.top), "check-ignore", "--stdin", "-z"],
+                              input="\0".join(absolute) + "\0", capture_output=True, text=True)
+        if proc.returncode not in (0, 1):
+            return set()
+        return {absolute[x] for x in proc.stdout.split("\0") if x in absolute}
+
+
+
+# ------------------------------------------------------------------------------- tasks
+
+def _read_task_toml(task_dir: Path) -> tuple[dict[str, Any] | None, dict[str, int]]:
+    path = task_dir / "task.toml"
+    try:
+        text = path.read_text()
+        return tomllib.loads(text), toml_lines(text)
+    except (OSError, tomllib.TOMLDecodeError):
+        return None, {}
+
+
+def _check_metadata(task_dir: Path, data: dict[str, Any], lines: dict[str, int],
+                    add) -> None:
+    toml = task_dir / "task.toml"
+    status = data.get("status")
+    if status is None:
+        add(Finding(toml, None, "status-missing",
+                    f"no status; set one of: {', '.join(STATUSES)}"))
+    elif status not in STATUSES:
+        add(Finding(toml, lines.get("status"), "status-unknown",
+                    f"status {status!r} is not one of: {', '.join(STATUSES)}"))
+    category = data.get("category")
+    if category is None:
+        add(Finding(toml, None, "category-missing", "no category (e.g. \"optimization\", "
+                    "\"coding\", \"systems\"): the leaderboard groups tasks by it"))
+    elif not isinstance(category, str) or not category.strip():
+        add(Finding(toml, lines.get("category"), "category-missing",
+                    f"category must be a non-empty string, got {category!r}"))
+    version = data.get("version")
+    if version is None:
+        add(Finding(toml, None, "version-missing",
+                    "no version; start at \"1.0.0\" and bump it on any change that can move "
+                    "scores"))
+    elif not isinstance(version, str) or not VERSION.match(version):
+        add(Finding(toml, lines.get("version"), "version-format",
+                    f"version {version!r} is not MAJOR.MINOR.PATCH"))
+    if not (task_dir / "instruction.md").is_file():
+        add(Finding(task_dir / "instruction.md", None, "instruction-missing",
+                    "missing: the prompt given to the agent"))
+    notes = task_dir / "NOTES.md"
+    if not notes.is_file():
+        add(Finding(notes, None, "notes-missing",
+                    "missing: every task documents what it measures, its grading, data and "
+                    "reference results"))
+        return
+    headings = [(no, m.group(1).strip().lower())
+                for no, raw in enumerate(notes.read_text(errors="replace").splitlines(), 1)
+                if (m := re.match(r"^##\s+(.+?)\s*#*\s*$", raw))]
+    found = {h: no for no, h in reversed(headings)}
+    missing = [s for s in NOTES_SECTIONS if s.lower() not in found]
+    if missing:
+        add(Finding(notes, None, "notes-section",
+                    "missing section(s): " + ", ".join(f"'## {s}'" for s in missing)))
+        return
+    order = [found[s.lower()] for s in NOTES_SECTIONS]
+    for i in range(1, len(order)):
+        name, no, prev = NOTES_SECTIONS[i], order[i], order[i - 1]
+        if no < prev:
+            add(Finding(notes, no, "notes-section",
+                        f"'## {name}' is out of order; sections go: "
+                        + ", ".join(NOTES_SECTIONS)))
+            break
+
+
+def _blob_decls(data: dict[str, Any] | None, lines: dict[str, int]
+                ) -> list[tuple[str, int | None]]:
+    out = []
+    for i, blob in enumerate((data or {}).get("blobs", []) or []):
+        if isinstance(blob, dict) and isinstance(blob.get("path"), str):
+            rel = PurePosixPath(blob["path"])
+            if not rel.is_absolute() and ".." not in rel.parts:
+                out.append((str(rel), lines.get(f"blobs[{i}].path", lines.get(f"blobs[{i}]"))))
+    return out
+
+
+def _check_task(task_dir: Path, git: _Git, add) -> None:
+    data, lines = _read_task_toml(task_dir)
+    if data is not None:
+        _check_metadata(task_dir, data, lines, add)
+    blobs = _blob_decls(data, lines)
+    blob_paths = {b for b, _ in blobs}
+    base = ((data or {}).get("environment") or {}).get("base")
+    base = base if isinstance(base, str) else None
+
+    # Dockerfiles, each against the part of the task directory its build can see.
+    sources: list[str] = []
+    for sub, visible in (("environment", ("environment",)), ("judge", ("environment", "judge"))):
+        folder = task_dir / sub
+        if not folder.is_dir():
+            continue
+        for dockerfile in (p for p in _walk(folder) if _is_dockerfile(p)):
+            ctx = _Context(task_dir, visible, tuple(blob_paths), base, is_task=True)
+            report = check_dockerfile(dockerfile, ctx)
+            for f in report.findings:
+                add(f)
+            sources += report.sources
+
+    # Sizes and blobs: what is in git, what is ignored, what is declared.
+    files = [p for p in _walk(task_dir) if p.is_file()]
+    decl_files = [task_dir / b for b, _ in blobs]
+    ignored = git.ignored(files + decl_files)
+    total = 0
+    for p in files:
+        rel = p.relative_to(task_dir).as_posix()
+        if rel in blob_paths:
+            continue
+        size = p.stat().st_size
+        if p in ignored:
+            if size > MAX_FILE_BYTES:
+                add(Finding(p, None, "file-too-large",
+                            f"{size} bytes, gitignored but not a declared blob: nobody else "
+                            "can build this task; declare it in [[blobs]]"))
+            continue
+        total += size
+        if size > MAX_FILE_BYTES:
+            add(Finding(p, None, "file-too-large",
+                        f"{size} bytes, over the {MAX_FILE_BYTES} byte cap for a file in git; "
+                        "make it a blob"))
+    if total > MAX_TASK_BYTES:
+        add(Finding(task_dir, None, "task-too-large",
+                    f"{total} bytes in git, over the {MAX_TASK_BYTES} byte cap per task; move "
+                    "data into blobs"))
+    for rel, line in blobs:
+        if git.top is not None and (task_dir / rel) not in ignored:
+            add(Finding(task_dir / "task.toml", line, "blob-not-ignored",
+                        f"blob {rel} is not gitignored: it would be committed; add its "
+                        "directory to .gitignore"))
+        used = any(rel == s or rel.startswith(f"{s}/") or s in ("", ".")
+                   or (_has_glob(s) and PurePosixPath(rel).match(s)) for s in sources)
+        if not used:
+            add(Finding(task_dir / "task.toml", line, "blob-unused",
+                        f"blob {rel} is not ADDed or COPYd by any Dockerfile", "warning"))
+
+
+# ------------------------------------------------------------------------------ entry
+
+def _definition_finding(exc: Exception, root: Path) -> Finding:
+    if isinstance(exc, DefinitionError):
+        return Finding(exc.path, _locate(exc.path, exc.field), "definition",
+                       (f"[{exc.field}] " if exc.field else "") + exc.message)
+    return Finding(root, None, "definition", str(exc))
+
+
+def check_benchmark(root: Path) -> list[Finding]:
+    """Every rule violation in the benchmark at `root`, sorted by file and line."""
+    root = Path(root)
+    findings: list[Finding] = []
+    add = findings.append
+    try:
+        bench = load_benchmark(root)
+    except DefinitionError as exc:
+        return [_definition_finding(exc, root)]
+    for exc in bench.errors:
+        add(_definition_finding(exc, root))
+    git = _Git(root)
+    bases = root / "bases"
+    if bases.is_dir():
+        for dockerfile in (p for p in _walk(bases) if _is_dockerfile(p)):
+            ctx = _Context(dockerfile.parent, None)
+            findings += check_dockerfile(dockerfile, ctx).findings
+    tasks = root / "tasks"
+    for task_dir in sorted(tasks.iterdir()):
+        if task_dir.is_dir() and not task_dir.name.startswith("."):
+            _check_task(task_dir, git, add)
+    unique = sorted(set(findings), key=lambda f: (str(f.file), f.line or 0, f.rule, f.message))
+    return unique

@@ -1,0 +1,303 @@
+"""What each CLI command does, as functions that return what happened: the CLI parses
+arguments and prints, these decide and act.
+
+Fast paths answer from the same targets the Snakefile declares (sentinels, result files)
+without starting Snakemake when nothing needs making: its import alone costs ~1 s here.
+Progress notes go to stderr through `say`; outcomes are returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .errors import SforgeError
+from .images import ImageRef
+from .pipeline import EvalTarget, Pipeline
+
+
+def say(message: str) -> None:
+    print(f"sforge: {message}", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How to run Snakemake when something must be made."""
+    jobs: int = 1
+    profile: str | None = None
+    verbose: bool = False
+
+
+def run_workflow(config: dict[str, Any], targets: list, ex: Execution, *,
+                 quiet: bool = False) -> bool:
+    from .workflow import Run, run
+
+    config = dict(config, verify_images=False)  # the caller has checked them already
+    return run(Run(targets=[str(t) for t in targets], config=config, cores=ex.jobs or 1,
+                   profile=ex.profile, quiet=quiet, verbose=ex.verbose))
+
+
+# list / plan --------------------------------------------------------------------------
+def present_tags(refs: list[ImageRef], quiet: bool = False) -> set[str] | None:
+    """Tags of `refs` in the daemon; None (after a warning) when it cannot be reached and
+    `quiet`."""
+    from .errors import InfrastructureError
+    from .targets import engine
+
+    try:
+        return engine().existing_tags(r.tag for r in refs)
+    except InfrastructureError as exc:
+        if not quiet:
+            raise
+        print(f"warning: {exc}", file=sys.stderr)
+        return None
+
+
+def task_rows(pipe: Pipeline, ids: list[str] | None) -> list[dict[str, Any]]:
+    """One row per selected task: id, name, base, metadata, tags and built or not."""
+    present = present_tags(pipe.images(ids), quiet=True)
+    rows = []
+    for task in pipe.tasks(ids):
+        refs = pipe.refs[task.id]
+        base = pipe.bases.get(task.environment.base) if task.environment.base else None
+        built = [r for r in (base, refs["work"], refs["judge"]) if r]
+        state = "unknown" if present is None else (
+            "built" if all(pipe.sentinel(r).exists() and r.tag in present for r in built)
+            else "not built")
+        meta = ", ".join(f"{k}={v}" for k, v in sorted(task.metadata.items())
+                         if isinstance(v, str | int | float))
+        rows.append({"id": task.id, "name": task.name, "base": task.environment.base or "-",
+                     "metadata": meta, "work": refs["work"].tag, "judge": refs["judge"].tag,
+                     "state": state})
+    return rows
+
+
+def plan_images(pipe: Pipeline, refs: list[ImageRef], present: set[str] | None,
+                force: bool) -> list[tuple[ImageRef, str]]:
+    """(ref, reason) for every image that a build would make."""
+    out = []
+    for ref in refs:
+        sentinel = pipe.sentinel(ref)
+        if force:
+            out.append((ref, "forced"))
+        elif not sentinel.exists():
+            older = sorted(p.stem for p in sentinel.parent.glob("*.json")) \
+                if sentinel.parent.is_dir() else []
+            if present is not None and ref.tag in present:
+                out.append((ref, "image present, sentinel to record (no build)"))
+            elif older:
+                out.append((ref, f"new hash (was {', '.join(older[-3:])})"))
+            else:
+                out.append((ref, "never built"))
+        elif present is not None and ref.tag not in present:
+            out.append((ref, "image missing from the daemon"))
+    return out
+
+
+# build / push / pull ------------------------------------------------------------------
+@dataclass
+class BuildOutcome:
+    refs: list[ImageRef]
+    todo: list[ImageRef]
+    failed: list[ImageRef]
+    reused: int = 0
+    pushed: int = 0
+
+    @property
+    def made(self) -> list[ImageRef]:
+        return [r for r in self.todo if r not in self.failed]
+
+
+def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bool,
+                 ex: Execution) -> BuildOutcome:
+    from .build import drop_stale_sentinels, image_presence, make_image, push_image, read_sentinel
+    from .targets import engine
+
+    refs = pipe.images(ids)
+    local, remote = image_presence(pipe, engine(), refs)
+    drop_stale_sentinels(pipe, refs, local | remote)
+    if force:
+        for ref in refs:
+            pipe.sentinel(ref).unlink(missing_ok=True)
+    todo = [r for r in refs if not pipe.sentinel(r).exists()]
+    for ref in todo:  # already under its tag: the rule's own function, no DAG needed
+        if not force and (ref.tag in local or ref.tag in remote):
+            make_image(pipe, engine(), ref, present=local)
+    pending = [r for r in todo if not pipe.sentinel(r).exists()]
+    if pending:
+        say(f"{len(pending)} of {len(refs)} image(s) to build")
+        if not ex.profile and all(r.base is None or pipe.sentinel(r.base).exists()
+                                  for r in pending):
+            _build_independent(pipe, pending, ex.jobs)
+        else:  # images that wait on others, or a cluster: the DAG schedules them
+            run_workflow(pipe.config, [pipe.sentinel(r) for r in pending], ex)
+    failed = [r for r in todo if not pipe.sentinel(r).exists()]
+    out = BuildOutcome(refs, todo, failed)
+    records = [read_sentinel(pipe.sentinel(r)) or {} for r in out.made]
+    out.reused = sum(1 for rec in records if rec.get("reused"))
+    out.pushed = sum(1 for rec in records if rec.get("pushed"))
+    if push and not failed:  # and whatever the registry still lacks
+        out.pushed += sum(push_image(pipe, engine(), r) for r in refs)
+    return out
+
+
+def _build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int) -> None:
+    """Images whose inputs all exist are independent jobs of the DAG: run the rule's own
+    function for each, `jobs` at a time, without paying Snakemake's ~1.5 s start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .targets import make_image_target
+
+    def one(ref: ImageRef) -> None:
+        try:
+            make_image_target(pipe, ref.kind, ref.name, ref.digest)
+        except SforgeError as exc:  # listed with its log tail by the caller
+            say(str(exc))
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, refs))
+
+
+def push_images(pipe: Pipeline, ids: list[str] | None) -> tuple[list[ImageRef], list[ImageRef]]:
+    """→ (refs, those pushed): every image the registry lacks is pushed."""
+    from .build import push_image
+    from .targets import engine
+
+    refs = pipe.images(ids)
+    return refs, [r for r in refs if push_image(pipe, engine(), r)]
+
+
+def pull_images(pipe: Pipeline, ids: list[str] | None,
+                on_pull: Callable[[ImageRef], None]) -> tuple[list[ImageRef], set[str]]:
+    """→ (refs, tags already local); each image the daemon lacks is pulled."""
+    from .targets import engine
+
+    refs = pipe.images(ids)
+    local = engine().existing_tags(r.tag for r in refs)
+    if not pipe.registry:
+        raise SforgeError("no registry to pull from (use --registry, SFORGE_REGISTRY or "
+                          "registry in benchmark.toml)")
+    for ref in refs:
+        if ref.tag not in local:
+            engine().pull(pipe.remote(ref), ref.tag)
+            on_pull(ref)
+    return refs, local
+
+
+# eval / grade / report ----------------------------------------------------------------
+def sweep() -> None:
+    """Remove judge containers left by sforge processes that died (never a live run's)."""
+    from .judge import sweep_stale_containers
+    from .targets import engine
+
+    for cid in sweep_stale_containers(engine().client):
+        say(f"removed stale judge container {cid[:12]}")
+
+
+def prepare_images(pipe: Pipeline, ids: list[str] | None) -> list[ImageRef]:
+    """The base and judge refs grading needs, their sentinels made truthful."""
+    from .targets import verify_sentinels
+
+    refs = pipe.images(ids, kinds=("base", "judge"))
+    verify_sentinels(pipe, refs)
+    return refs
+
+
+def ensure_judge(pipe: Pipeline, task_id: str, ex: Execution) -> None:
+    """Make the judge image's sentinel (building base and judge first when needed)."""
+    refs = prepare_images(pipe, [task_id])
+    if all(pipe.sentinel(r).exists() for r in refs):
+        return
+    if not run_workflow(pipe.config, [pipe.sentinel(r) for r in refs], ex, quiet=True) or \
+            not all(pipe.sentinel(r).exists() for r in refs):
+        raise SforgeError(f"cannot build the judge image of {task_id} "
+                          f"(see: sforge build --task {task_id})")
+
+
+def result_view(pipe: Pipeline, result, source: str) -> dict[str, Any]:
+    from .rescale import rescale
+
+    task = pipe.bench.tasks[result.task]
+    data = result.to_dict()
+    data["source"] = source
+    data["rescaled"] = rescale(task.score.rescale, result.score) if result.valid else None
+    data["direction"] = task.score.direction
+    return data
+
+
+@dataclass
+class EvalOutcome:
+    target: EvalTarget
+    result: Any  # EvalResult
+    path: Path
+    already: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
+                 timeout: float | None, ex: Execution, stdin: IO[bytes] | None = None
+                 ) -> EvalOutcome:
+    """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge."""
+    from .results import EvalResult
+    from .submissions import store_archive
+    from .targets import grade
+
+    task = pipe.bench.tasks.get(task_id)
+    if task is None:
+        raise SforgeError(f"unknown or broken task {task_id!r}")
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if archive == "-":
+        sub = store_archive(pipe.layout.store, source, task.id, stdin or sys.stdin.buffer, now)
+    else:
+        path = Path(archive)
+        if not path.is_file():
+            raise SforgeError(f"{path}: archive not found")
+        with path.open("rb") as fh:
+            sub = store_archive(pipe.layout.store, source, task.id, fh, now)
+    if timeout:
+        task = dataclasses.replace(task, judge=dataclasses.replace(task.judge,
+                                                                   timeout_sec=timeout))
+    target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
+    out = pipe.eval_path(target)
+    if out.exists():
+        return EvalOutcome(target, EvalResult.read(out), out, already=True)
+    sweep()
+    ensure_judge(pipe, task.id, ex)
+    return EvalOutcome(target, grade(pipe, target), out)
+
+
+@dataclass
+class GradeOutcome:
+    submissions: int
+    distinct: int
+    missing: int
+    failed: int
+
+
+def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution) -> GradeOutcome:
+    records = pipe.records(ids)
+    paths = sorted({p for _, p in records})
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        say(f"{len(missing)} of {len(paths)} result(s) to grade")
+        sweep()
+        prepare_images(pipe, ids)
+        run_workflow(pipe.config, missing, ex)
+    still = [p for p in missing if not p.exists()]
+    return GradeOutcome(len(records), len(paths), len(missing), len(still))
+
+
+def make_report(pipe: Pipeline, ex: Execution) -> bool:
+    """Grade what is pending, then make the tables and report.html; True when all made."""
+    prepare_images(pipe, None)
+    # Pending results are targets of their own: Snakemake does not remake a missing
+    # intermediate file when what depends on it is present.
+    pending = sorted({p for _, p in pipe.records() if not p.exists()})
+    if pending:
+        sweep()
+    return run_workflow(pipe.config, [*pending, pipe.layout.report], ex)

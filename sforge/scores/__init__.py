@@ -1,0 +1,65 @@
+"""Eval results → scores.csv → best.csv → leaderboard (CSV, Markdown) and time budgets.
+
+Every table is derived with pandas from the one before it, so each Snakemake rule reads
+files and writes one product. The rules are, in the terms of ARCHITECTURE.md "Scores":
+
+- scores.csv: one row per graded submission (several submissions may share one result file:
+  identical archives are graded once). `rescaled` is the 0–100 score of spec/rescale.md;
+  it is empty for invalid results and for tasks without a rescale table (never 0).
+- best.csv: per (source, task), the best valid raw score in the task's direction; ties go
+  to the earliest submission (submitted_at, then elapsed_s, then graded_at). Invalid
+  results never win, whatever their raw score. Direction and rescale tables come from the
+  benchmark as loaded (task.toml), not from scores.csv. As the spec ranks raw scores, a
+  best raw score that a guard maps to 0 (compression_ratio_cropped_guarded below 0.05,
+  the min kinds at r ≤ 0) stays the best, even over a valid result that rescales higher.
+- leaderboard: per source, the mean rescaled best over EVERY task of the benchmark. A task
+  without a valid result counts 0, and so does a best result without a rescaled score (a
+  task with no rescale table): the mean is over the same denominator for every source.
+  Also one column per task category and the count of tasks with a valid result.
+- budgets.csv: the same mean, computed only from submissions made within each time budget
+  (elapsed_s ≤ hours·3600), for the sources whose submissions carry elapsed times.
+
+Reading 100,000 result files costs seconds (JSON parsing holds the GIL, so threads do not
+help on this machine; they made it 2–3× slower); parsed results are therefore cached next to
+scores.csv, keyed by path and (inode, size, mtime, ctime), so re-aggregation only parses the
+files that changed. Result files and caches are parsed with orjson (json as the fallback for
+what only Python's json reads). write_scores also leaves the ranking columns of scores.csv as
+a JSON sidecar in .cache/, tagged with the CSV's stat, so best.csv and the leaderboard do not
+parse the CSV again; a CSV changed by anything else is parsed as before.
+
+Modules: tables (schemas, CSV I/O), cache (parsed result files), ranking (scores.csv,
+best.csv), leaderboard (leaderboard, budgets).
+"""
+
+from .cache import read_results
+from .leaderboard import (
+    DEFAULT_BUDGETS_H,
+    budget_rows,
+    category_columns,
+    leaderboard_rows,
+    leaderboard_text,
+    write_leaderboard,
+)
+from .ranking import best_rows, rescale_column, score_rows, write_best, write_scores
+from .tables import (
+    BEST_COLUMNS,
+    BUDGETS_COLUMNS,
+    LEADERBOARD_HEAD,
+    LEADERBOARD_TAIL,
+    RANKING_COLUMNS,
+    SCORES_COLUMNS,
+    csv_text,
+    read_best,
+    read_budgets,
+    read_leaderboard,
+    read_scores,
+    read_table,
+)
+
+__all__ = [
+    "BEST_COLUMNS", "BUDGETS_COLUMNS", "DEFAULT_BUDGETS_H", "LEADERBOARD_HEAD",
+    "LEADERBOARD_TAIL", "RANKING_COLUMNS", "SCORES_COLUMNS", "best_rows", "budget_rows",
+    "category_columns", "csv_text", "leaderboard_rows", "leaderboard_text", "read_best",
+    "read_budgets", "read_leaderboard", "read_results", "read_scores", "read_table",
+    "rescale_column", "score_rows", "write_best", "write_leaderboard", "write_scores",
+]

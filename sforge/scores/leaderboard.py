@@ -1,0 +1,166 @@
+"""The leaderboard (CSV, Markdown, terminal) and the time budgets, from best.csv and scores.csv."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SforgeError
+from ..fileio import atomic_write_text
+from ..model import Benchmark
+from .ranking import _best_of, _ranked
+from .tables import (
+    BUDGETS_COLUMNS,
+    LEADERBOARD_HEAD,
+    LEADERBOARD_TAIL,
+    RANKING_COLUMNS,
+    _bulk,
+    _empty,
+    _write_csv,
+    read_best,
+    read_leaderboard,
+    read_scores,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BUDGETS_H: tuple[float, ...] = (2, 4, 6, 8, 10, 12)
+
+def category_columns(bench: Benchmark) -> dict[str, str]:
+    """Category → its leaderboard column. Plain category names, unless one collides with a
+    fixed column (a category called "score"), which becomes "category:score"."""
+    cats = sorted({t.category for t in bench.tasks.values() if t.category is not None})
+    if cats and any(t.category is None for t in bench.tasks.values()):
+        cats.append("uncategorized")
+    fixed = set(LEADERBOARD_HEAD) | set(LEADERBOARD_TAIL)
+    return {c: (f"category:{c}" if c in fixed else c) for c in cats}
+
+
+def _task_categories(bench: Benchmark) -> pd.Series:
+    if not category_columns(bench):
+        return pd.Series(dtype="str")
+    return pd.Series({t.id: t.category or "uncategorized" for t in bench.tasks.values()},
+                     dtype="str")
+
+
+def _grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
+    """sources × every benchmark task → rescaled best, 0 where none (see module doc)."""
+    grid = best.pivot_table(index="source", columns="task", values="rescaled", aggfunc="first",
+                            dropna=False)
+    return grid.reindex(index=sources, columns=list(bench.tasks)).astype("float64").fillna(0.0)
+
+
+def _means(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
+    """Per source: overall mean, per-category means and tasks with a valid result."""
+    grid = _grid(bench, best, sources)
+    out = pd.DataFrame(index=sources)
+    out["score"] = grid.mean(axis=1) if len(bench.tasks) else np.nan
+    cats = _task_categories(bench)
+    if len(cats):
+        per_cat = grid.T.groupby(cats.reindex(grid.columns).to_numpy()).mean().T
+        names = category_columns(bench)
+        out[[names[c] for c in per_cat.columns]] = per_cat.to_numpy()
+    valid = best[best["task"].isin(list(bench.tasks))].groupby("source")["task"].nunique()
+    out["tasks_valid"] = valid.reindex(sources).fillna(0).astype("int64")
+    out["tasks"] = len(bench.tasks)
+    return out
+
+
+def _joined_unique(values: pd.Series) -> str | None:
+    uniq = sorted(set(values.dropna()))
+    return ",".join(uniq) if uniq else None
+
+
+def leaderboard_rows(bench: Benchmark, best: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
+    """One row per source that has graded submissions, best mean first."""
+    sources = pd.Index(sorted(scores["source"].unique()), name="source", dtype="str")
+    cats = list(category_columns(bench).values())
+    columns = {**LEADERBOARD_HEAD, **dict.fromkeys(cats, "float64"), **LEADERBOARD_TAIL}
+    if not len(sources):
+        return _empty(columns)
+    board = _means(bench, best, sources)
+    people = scores.groupby("source").agg(agent=("agent", _joined_unique),
+                                          model=("model", _joined_unique))
+    board = board.join(people).reset_index()
+    board = board.sort_values(["score", "source"], ascending=[False, True], ignore_index=True)
+    board["rank"] = board["score"].rank(method="min", ascending=False).fillna(0).astype("int64")
+    return board[list(columns)].astype(columns)
+
+
+def _check_budgets(budgets_h: Iterable[float]) -> list[float]:
+    hours = sorted({float(h) for h in budgets_h})
+    bad = [h for h in hours if not (math.isfinite(h) and h > 0)]
+    if bad:
+        raise SforgeError(f"time budgets must be positive hours, got {bad[0]!r}")
+    return hours
+
+
+def budget_rows(bench: Benchmark, scores: pd.DataFrame, budgets_h: Iterable[float]) -> pd.DataFrame:
+    """Per source with elapsed times and per budget: the leaderboard mean from the best valid
+    result submitted within the budget. Submissions without elapsed_s are left out."""
+    hours = _check_budgets(budgets_h)
+    timed = scores[scores["elapsed_s"].notna()]
+    sources = pd.Index(sorted(timed["source"].unique()), name="source", dtype="str")
+    if not len(sources) or not hours:
+        return _empty(BUDGETS_COLUMNS)
+    ranked = _ranked(bench, timed)  # sorted once; a filter keeps the order
+    frames = []
+    for h in hours:  # a handful of budgets, each vectorized over all rows
+        best = _best_of(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
+        means = _means(bench, best, sources)[["score", "tasks_valid"]].reset_index()
+        means.insert(1, "budget_h", h)
+        frames.append(means)
+    return pd.concat(frames, ignore_index=True)[list(BUDGETS_COLUMNS)].astype(BUDGETS_COLUMNS)
+
+
+def _hours_label(h: float) -> str:
+    return f"{h:g}h"
+
+
+def _markdown(bench: Benchmark, board: pd.DataFrame, budgets: pd.DataFrame) -> str:
+    lines = [f"# Leaderboard: {bench.name}", ""]
+    lines.append(
+        f"Score: mean rescaled (0–100) best valid result over all {len(bench.tasks)} tasks; "
+        "a task without a valid result, or without a rescale table, counts 0.")
+    lines += ["", _board_markdown(board) if len(board) else "No graded submissions yet.", ""]
+    if len(budgets):
+        wide = budgets.pivot(index="source", columns="budget_h", values="score")
+        wide = wide.rename(columns=_hours_label).reset_index()
+        lines += ["## Time budgets", "",
+                  "Mean score from the best result submitted within each agent-time budget.", "",
+                  wide.to_markdown(index=False, floatfmt=".2f"), ""]
+    return "\n".join(lines)
+
+
+def _board_markdown(board: pd.DataFrame) -> str:
+    shown = board.dropna(axis=1, how="all") if len(board) else board
+    keep = [c for c in board.columns if c in shown.columns or c in ("score", "rank", "source")]
+    return board[keep].to_markdown(index=False, floatfmt=".2f")
+
+
+def write_leaderboard(benchmark: Benchmark, best_csv: Path, scores_csv: Path, out_csv: Path,
+                      out_md: Path, out_budgets: Path,
+                      budgets_h: Sequence[float] = DEFAULT_BUDGETS_H) -> None:
+    """leaderboard.csv, leaderboard.md and budgets.csv from best.csv and scores.csv.
+
+    budgets_h: the time budgets in hours (any list; sorted, duplicates dropped)."""
+    with _bulk():
+        scores = read_scores(scores_csv, RANKING_COLUMNS)
+        board = leaderboard_rows(benchmark, read_best(best_csv), scores)
+        budgets = budget_rows(benchmark, scores, budgets_h)
+    _write_csv(board, Path(out_csv))
+    _write_csv(budgets, Path(out_budgets))
+    atomic_write_text(Path(out_md), _markdown(benchmark, board, budgets))
+
+
+def leaderboard_text(leaderboard_csv: Path) -> str:
+    """The leaderboard for the terminal, as a Markdown table."""
+    board = read_leaderboard(leaderboard_csv)
+    if board.empty:
+        return "No graded submissions yet."
+    return _board_markdown(board)
