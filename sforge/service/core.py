@@ -51,7 +51,7 @@ class Service:
 
     # life ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        from ..cli import _sweep
+        from ..orchestrate import sweep as _sweep
 
         self.loop = loop
         requeued = self.state.recover()
@@ -88,7 +88,7 @@ class Service:
             return None  # absent or unreadable: grade it
 
     def view(self, result, source: str) -> dict[str, Any]:
-        from ..cli import result_view
+        from ..orchestrate import result_view
 
         return result_view(self.pipe, result, source)
 
