@@ -345,3 +345,28 @@ def test_sforge_submit_in_bare_containers_and_report(bench, tmp_path):
     assert float(rows["run-sub-busybox"]["score"]) == 12.0
     assert rows["run-sub-python"]["agent"] == "script"
     assert float(rows["run-sub-python"]["elapsed_s"]) >= 0
+
+
+def test_sigterm_drains(bench, docker_client):
+    """SIGTERM: the running judge finishes, the queued ones wait for the next start."""
+    bench_dir, root, _, config = bench
+    results = root / "results-drain"
+    handle = start_service(bench_dir, results, port=0, max_concurrent=1, config=config)
+    admin = handle.client()
+    _, token = admin.register_run("quick", "drain")
+    client = ServiceClient(handle.url, token)
+    subs = [client.submit(tgz({"answer.txt": str(i), "sleep.txt": "2"})) for i in (1, 2)]
+    while admin.metrics()["running"] < 1:
+        time.sleep(0.1)
+    assert handle.stop() == 0
+    assert not own_containers(docker_client, handle.process.pid)
+    handle = start_service(bench_dir, results, port=0, max_concurrent=1, config=config)
+    try:
+        client = ServiceClient(handle.url, token)
+        first = client.result(subs[0]["id"])
+        assert first["state"] == "done" and first["interrupted"] == 0  # it finished
+        assert first["result"]["score"] == 1.0
+        second = client.wait(subs[1]["id"], timeout_s=120)
+        assert second["result"]["score"] == 2.0 and second["interrupted"] == 0
+    finally:
+        assert handle.stop() == 0

@@ -51,15 +51,17 @@ class Service:
 
     # life ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        from ..orchestrate import sweep as _sweep
+        from ..judge import sweep_stale_containers
+        from ..targets import engine
 
         self.loop = loop
         requeued = self.state.recover()
         if requeued:
             log.warning("%d judge(s) were running when the service stopped: queued again",
                         requeued)
-        try:
-            _sweep()  # their containers, whose owner process is gone
+        try:  # their containers, whose owner process is gone
+            for cid in sweep_stale_containers(engine().client):
+                log.warning("removed stale judge container %s", cid[:12])
         except SforgeError as exc:
             log.warning("cannot sweep stale judge containers: %s", exc)
         self.scheduler.start()
@@ -92,8 +94,9 @@ class Service:
 
         return result_view(self.pipe, result, source)
 
-    def grade_submission(self, sub: dict[str, Any]) -> dict[str, Any]:
-        """Runs in a judge thread: the stored result, or the one grading function."""
+    def grade_submission(self, sub: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Runs in a judge thread: (the stored result, False), or (the verdict of the one
+        grading function, True)."""
         from ..archive import ArchiveError
         from ..errors import InfrastructureError
         from ..targets import grade
@@ -103,30 +106,29 @@ class Service:
         target = self.target(sub["task"], sub["sha256"], Path(sub["archive"]))
         stored = self.stored(target, source)
         if stored is not None:
-            return stored
+            return stored, False
         try:
             self.prepare(sub["task"])
-            return self.view(grade(self.pipe, target), source)
+            return self.view(grade(self.pipe, target), source), True
         except ArchiveError as exc:
             return {"task": sub["task"], "submission": sub["sha256"], "key": sub["key"],
                     "source": source, "valid": False, "score": None, "rescaled": None,
-                    "summary": "", "reason": str(exc), "details": [], "rejected": []}
+                    "summary": "", "reason": str(exc), "details": [], "rejected": []}, True
         except InfrastructureError:
             self._ready.discard(sub["task"])  # look at the images again next time
             raise
 
     def prepare(self, task_id: str) -> None:
         """The judge image (and its base) present, built when missing: once per task."""
-        from ..targets import make_image_target, verify_sentinels
+        from ..orchestrate import prepare_images
+        from ..targets import make_image_target
 
         if task_id in self._ready:
             return
         with self._prepare_lock:
             if task_id in self._ready:
                 return
-            refs = self.pipe.images([task_id], kinds=("base", "judge"))
-            verify_sentinels(self.pipe, refs)
-            for ref in refs:
+            for ref in prepare_images(self.pipe, [task_id]):
                 if not self.pipe.sentinel(ref).exists():
                     log.info("building %s", ref.tag)
                     make_image_target(self.pipe, ref.kind, ref.name, ref.digest)

@@ -30,11 +30,11 @@ MAX_ATTEMPTS = 5
 
 class Scheduler:
     def __init__(self, state: State, capacity: float,
-                 grade: Callable[[dict[str, Any]], dict[str, Any]],
+                 grade: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
                  on_done: Callable[[list[int]], None]):
         self.state = state
         self.capacity = capacity
-        self.grade = grade          # submission row -> result view (may raise)
+        self.grade = grade          # submission row -> (result view, judged here?)
         self.on_done = on_done      # ids that now have a result (or were dropped)
         self.cond = threading.Condition()
         self.busy = 0.0
@@ -121,7 +121,7 @@ class Scheduler:
         t0 = time.monotonic()
         done: list[int] = []
         try:
-            result = self.grade(sub)
+            result, judged = self.grade(sub)
         except InfrastructureError as exc:
             self._retry(sub, exc)
         except SforgeError as exc:
@@ -136,8 +136,9 @@ class Scheduler:
             else:
                 self._retry(sub, exc)
         else:
-            done = self.state.finish(sub["key"], result, sub["id"])
-            self.durations.append(time.monotonic() - t0)
+            done = self.state.finish(sub["key"], result, sub["id"] if judged else None)
+            if judged:
+                self.durations.append(time.monotonic() - t0)
         finally:
             with self.cond:
                 _, cpus = self.running.pop(sub["id"], ("", 0.0))

@@ -1,0 +1,100 @@
+"""Unit: the service's SQLite state (no Docker): rounds, budget, cooldown, queue limit,
+results given exactly once, recovery after a crash, tokens stored as hashes."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from sforge.service import auth
+from sforge.service.state import Busy, Conflict, Limits, Refused, State, now_iso
+
+
+@pytest.fixture
+def state(tmp_path):
+    st = State(tmp_path / "state.sqlite")
+    yield st
+    st.close()
+
+
+def add(state, run_id="r", budget=None, cooldown=0.0, token="tok"):
+    return state.add_run(run_id, "t", f"run-{run_id}", "a", "m", budget, cooldown,
+                         now_iso(), auth.token_hash(token))
+
+
+def accept(state, run_id="r", key="k1", final=False, now=1000.0, pending=10, result=None):
+    return state.accept(run_id, sha256=key * 2, archive=f"/x/{key}", key=key, cpus=1.0,
+                        final=final, limits=Limits(pending), now=now, result=result)
+
+
+def test_tokens_are_hashed_and_revoked(state, tmp_path):
+    add(state, token="secret-token")
+    raw = sqlite3.connect(tmp_path / "state.sqlite").execute("SELECT * FROM runs").fetchall()
+    assert "secret-token" not in repr(raw)
+    assert state.run_by_token(auth.token_hash("secret-token"))["run_id"] == "r"
+    state.end_run("r")
+    assert state.run_by_token(auth.token_hash("secret-token")) is None
+    with pytest.raises(Conflict):
+        add(state, "r")
+
+
+def test_refusals_spend_no_round_budget_or_cooldown(state):
+    add(state, budget=2, cooldown=10)
+    assert accept(state, key="a", now=1000)["round"] == 1
+    with pytest.raises(Refused) as exc:
+        accept(state, key="b", now=1004)
+    assert exc.value.reason == "cooldown" and exc.value.wait_s == pytest.approx(6)
+    assert accept(state, key="b", now=1010)["round"] == 2
+    with pytest.raises(Refused) as exc:
+        accept(state, key="c", now=1100)
+    assert exc.value.reason == "budget"
+    assert accept(state, key="c", final=True, now=1100)["round"] == 3
+    with pytest.raises(Conflict):
+        accept(state, key="d", final=True, now=1200)
+    assert [s["round"] for s in state.history("r")] == [1, 2, 3]
+
+
+def test_queue_limit(state):
+    add(state)
+    accept(state, key="a", pending=2)
+    accept(state, key="b", pending=2)
+    with pytest.raises(Busy):
+        accept(state, key="c", pending=2)
+    assert state.run("r")["rounds"] == 2
+
+
+def test_result_given_once_to_every_waiting_copy(state):
+    add(state)
+    first = accept(state, key="same")
+    second = accept(state, key="same")
+    other = accept(state, key="other")
+    state.start(first["id"])
+    done = state.finish("same", {"valid": True, "score": 1.0}, first["id"])
+    assert sorted(done) == [first["id"], second["id"]]
+    assert state.submission(first["id"])["from_store"] is False
+    assert state.submission(second["id"])["from_store"] is True
+    assert state.finish("same", {"valid": False}, first["id"]) == []  # never twice
+    assert state.submission(first["id"])["result"]["valid"] is True
+    assert state.submission(other["id"])["state"] == "queued"
+
+
+def test_crash_recovery_requeues_running(tmp_path):
+    st = State(tmp_path / "s.sqlite")
+    add(st)
+    sub = accept(st, key="a")
+    st.start(sub["id"])
+    st.db.close()  # as if killed: no clean shutdown
+    again = State(tmp_path / "s.sqlite")
+    assert again.recover() == 1
+    row = again.submission(sub["id"])
+    assert row["state"] == "queued" and row["interrupted"] == 1
+    again.close()
+
+
+def test_admin_token_file_is_private_and_stable(tmp_path):
+    path = tmp_path / "svc" / "admin.token"
+    token = auth.admin_token(path, env={})
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert auth.admin_token(path, env={}) == token and len(token) >= 40
+    assert auth.admin_token(path, env={"SFORGE_ADMIN_TOKEN": "x"}) == "x"
