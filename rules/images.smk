@@ -3,8 +3,8 @@
 
 
 def base_input(wildcards):
-    ref = P.refs[wildcards.task][wildcards.kind].base
-    return [ancient(str(P.sentinel(ref)))] if ref else []
+    """The base, and for a judge built FROM ${WORK_IMAGE} its work image."""
+    return [ancient(str(P.sentinel(r))) for r in P.refs[wildcards.task][wildcards.kind].deps]
 
 
 def blob_inputs(wildcards):

@@ -20,7 +20,7 @@ from .blobs import ensure_blob
 from .engine import BuildFailed, ContainerEngine, RegistryError
 from .errors import InfrastructureError, SforgeError
 from .fileio import atomic_write_json, read_json
-from .images import CONTEXT_DIRS, ImageRef, context_blobs
+from .images import BASE_ARG, CONTEXT_DIRS, WORK_ARG, ImageRef, context_blobs
 from .pipeline import Pipeline
 
 LOG_TAIL = 25
@@ -191,7 +191,9 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
         root, dirs = task.dir, CONTEXT_DIRS.get(ref.kind)
         dockerfile = f"{'environment' if ref.kind == 'work' else 'judge'}/Dockerfile"
         platform = task.environment.platform
-        buildargs = {"BASE_IMAGE": ref.base.tag} if ref.base else {}
+        buildargs = {BASE_ARG: ref.base.tag} if ref.base else {}
+        if ref.work:
+            buildargs[WORK_ARG] = ref.work.tag
         if ref.kind == "work":
             leaks = judge_leaks(task.dir / "environment" / "Dockerfile")
             if leaks:
@@ -201,8 +203,8 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
         for blob in context_blobs(task, ref.kind):
             ensure_blob(pipe.bench, task, blob, pipe.cache)
         pipe.cache.save()
-        if ref.base:
-            ensure_local(pipe, engine, ref.base)
+        for dep in ref.deps:
+            ensure_local(pipe, engine, dep)
     log.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     started = time.monotonic()

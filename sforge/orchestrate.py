@@ -131,8 +131,8 @@ def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bo
     pending = [r for r in todo if not pipe.sentinel(r).exists()]
     if pending:
         say(f"{len(pending)} of {len(refs)} image(s) to build")
-        if not ex.profile and all(r.base is None or pipe.sentinel(r.base).exists()
-                                  for r in pending):
+        if not ex.profile and all(pipe.sentinel(d).exists()
+                                  for r in pending for d in r.deps):
             _build_independent(pipe, pending, ex.jobs)
         else:  # images that wait on others, or a cluster: the DAG schedules them
             run_workflow(pipe.config, [pipe.sentinel(r) for r in pending], ex)

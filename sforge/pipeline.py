@@ -76,13 +76,19 @@ class Pipeline:
 
     def images(self, ids: list[str] | None = None, kinds=("base", "work", "judge")
                ) -> list[ImageRef]:
-        """Refs to build for the selected tasks, bases first, each once."""
+        """Refs to build for the selected tasks, bases first, each once. Asking for judges
+        brings the work images they are built FROM (grading needs those too)."""
         tasks = self.tasks(ids)
         out: list[ImageRef] = []
         if "base" in kinds:
             used = sorted({t.environment.base for t in tasks if t.environment.base})
             out += [self.bases[b] for b in used]
-        out += [self.refs[t.id][k] for t in tasks for k in ("work", "judge") if k in kinds]
+        for t in tasks:
+            refs = self.refs[t.id]
+            if "work" in kinds or ("judge" in kinds and refs["judge"].work):
+                out.append(refs["work"])
+            if "judge" in kinds:
+                out.append(refs["judge"])
         return out
 
     def sentinel(self, ref: ImageRef) -> Path:

@@ -3,6 +3,7 @@ fail with a clear message (set SFORGE_SKIP_DOCKER=1 to skip them knowingly)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -76,10 +77,14 @@ def copy_bench(src: Path, dest: Path) -> str:
 
 
 def remove_images(client, prefix: str) -> None:
-    for image in client.images.list():
-        for tag in image.tags:
+    """Remove this test's images by tag (one listing: others' images come and go meanwhile)."""
+    import docker.errors
+
+    for image in client.api.images():
+        for tag in image.get("RepoTags") or []:
             if tag.startswith(f"{prefix}."):
-                client.images.remove(tag, force=True)
+                with contextlib.suppress(docker.errors.NotFound):
+                    client.api.remove_image(tag, force=True)
 
 
 @pytest.fixture

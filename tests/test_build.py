@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 
 import pytest
@@ -200,3 +202,51 @@ def test_two_benchmarks_do_not_collide(tmp_path, docker_client):
         assert all(t.startswith(f"{name}.work.") for t in tags)
     finally:
         remove_images(docker_client, name)
+
+
+def _judge_from_work(minibench, task: str = "alpha") -> None:
+    """Turn `task`'s judge into one built FROM ${WORK_IMAGE}, reading a file only the work
+    image has."""
+    tdir = minibench.bench / "tasks" / task
+    env = tdir / "environment" / "Dockerfile"
+    env.write_text(env.read_text() + "RUN echo 7 > /work/answer-from-work\n")
+    (tdir / "judge" / "Dockerfile").write_text(
+        "ARG WORK_IMAGE\nFROM ${WORK_IMAGE}\nCOPY judge/run.sh /judge/run.sh\n"
+        "RUN cp /work/answer-from-work /judge/expected\n")
+
+
+def test_judge_from_work_image_waits_for_it(minibench, docker_client):
+    _judge_from_work(minibench)
+    plan = minibench.run("plan", "--task", "alpha", check=True)
+    assert plan.stdout.index("build work ") < plan.stdout.index("build judge")
+    proc = minibench.run("build", "--task", "alpha", "-j", "2", check=True)
+    assert built(proc) == 3  # base, work, then the judge FROM the work image
+    sentinels = minibench.sentinels()
+    work = json.loads(sentinels["work/alpha"].read_text())
+    judge = json.loads(sentinels["judge/alpha"].read_text())
+    out = docker_client.containers.run(judge["tag"], ["cat", "/judge/expected"], remove=True)
+    assert out.strip() == b"7"
+    # The judge really starts from the work image: its layers are a continuation of them.
+    work_layers = docker_client.images.get(work["tag"]).attrs["RootFS"]["Layers"]
+    judge_layers = docker_client.images.get(judge["tag"]).attrs["RootFS"]["Layers"]
+    assert judge_layers[:len(work_layers)] == work_layers
+    # An environment edit invalidates both, exactly as before.
+    env = minibench.bench / "tasks" / "alpha" / "environment" / "README.md"
+    env.write_text("changed\n")
+    before = stamps(minibench)
+    assert built(minibench.run("build", "--task", "alpha", check=True)) == 2
+    assert changed(before, stamps(minibench)) == {"work/alpha", "judge/alpha"}
+
+
+def test_grading_prepares_the_work_image_a_judge_starts_from(minibench, tmp_path):
+    _judge_from_work(minibench)
+    archive = tmp_path / "sub.tar"
+    with tarfile.open(archive, "w") as tar:
+        data = b"7\n"
+        info = tarfile.TarInfo("answer.txt")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    proc = minibench.run("eval", "--task", "alpha", "--archive", str(archive), "--json",
+                         check=True)
+    assert json.loads(proc.stdout)["score"] == 7.0
+    assert {"work/alpha", "judge/alpha"} <= set(minibench.sentinels())

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-BASE_ARG = "BASE_IMAGE"
+from ..images import BASE_ARG, WORK_ARG  # noqa: F401 (the names every check module uses)
 
 @dataclass
 class Instruction:

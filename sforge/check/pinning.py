@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from .context import _Context, _context_files
 from .dockerfile import (
     BASE_ARG,
+    WORK_ARG,
     Instruction,
     Token,
     _expand,
@@ -117,6 +118,15 @@ def _check_from(path: Path, ins: Instruction, global_args: dict[str, str | None]
     image = words[0]
     if len(words) >= 3 and words[1].lower() == "as":
         stages.add(words[2].lower())
+    if re.fullmatch(rf"\$\{{?{WORK_ARG}\}}?", image):
+        if WORK_ARG not in global_args:
+            add(Finding(path, ins.line, "base-image",
+                        f"FROM ${{{WORK_ARG}}} needs `ARG {WORK_ARG}` before it"))
+        if not (ctx.is_task and ctx.visible and "judge" in ctx.visible):
+            add(Finding(path, ins.line, "base-image",
+                        f"FROM ${{{WORK_ARG}}}: only a task's judge/Dockerfile gets {WORK_ARG} "
+                        "(the work image's tag)"))
+        return True  # the work image is built on the base already
     if re.fullmatch(rf"\$\{{?{BASE_ARG}\}}?", image):
         if BASE_ARG not in global_args:
             add(Finding(path, ins.line, "base-image",
