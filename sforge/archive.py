@@ -38,9 +38,23 @@ Decisions (see the issue; each one is a trade-off written down):
   accepted members, is rejected: Docker would fail or silently drop files.
 * Hardlinks become regular-file copies of a member accepted earlier in the same archive (their
   size counts toward the cap); any other hardlink is rejected.
-* Output: regular files keep their permission bits (mode & 0o777: no setuid/setgid/sticky),
-  directories too; owner is 0:0; mtimes are kept (build tools care); xattrs and pax records are
-  dropped. The tar is GNU format (long names), names encoded as given (surrogateescape).
+* Metadata is the answer of some tasks (a shared directory with group `research`, mode 2770 and
+  a default ACL), so by default it is kept: every mode bit (setuid/setgid/sticky too: they grant
+  nothing in a judge that runs under no-new-privileges), the numeric owner and group (names are
+  dropped: the judge's /etc/passwd decides what a number means), POSIX ACLs and `user.*`
+  xattrs. `[submission] keep_metadata` narrows that ("mode": setuid/setgid/sticky, "owner",
+  "acl", "xattr"; `[]` strips to mode & 0o777, owner 0:0 and no xattrs). Never kept: other
+  xattrs (`security.*` such as file capabilities, `trusted.*` such as overlayfs' own, other
+  `system.*`) and every other pax record. ACLs come from the raw `system.posix_acl_*` xattrs
+  (validated) or from GNU tar's `SCHILY.acl.*` text, whose named entries (`group:research`)
+  cannot be resolved outside the judge and are dropped; the output carries each ACL both ways
+  (Docker's extraction reads the xattr, GNU tar the text). Whatever is changed is listed per
+  member in `changed`, so a stripped bit is never silent. xattr bytes count toward max_bytes.
+* A wrongly rooted archive (everything under one top directory `app/`, as `docker cp ctr:/app -`
+  makes) is detected: when nothing of it is selected but would be without that directory, or
+  when the directory is named like cwd itself, `warnings` says so.
+* Output: mtimes are kept (build tools care). The tar is PAX format (long names, xattrs),
+  names encoded as given (surrogateescape).
 """
 
 from __future__ import annotations
@@ -49,6 +63,8 @@ import bz2
 import fnmatch
 import gzip
 import lzma
+import posixpath
+import struct
 import tarfile
 import tempfile
 import zlib
@@ -58,7 +74,7 @@ from typing import IO, BinaryIO
 
 from .errors import InfrastructureError, SforgeError
 from .model import SubmissionRules
-from .results import Rejected
+from .results import Changed, Rejected
 
 DEFAULT_MAX_MEMBERS = 10_000
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB uncompressed
@@ -68,6 +84,16 @@ SPOOL_IN_MEMORY = 32 << 20
 # Decompressed bytes allowed per member on top of file data (headers, long names, pax records).
 _HEADER_ALLOWANCE = 8 << 10
 _GLOB_CHARS = frozenset("*?[")
+MAX_XATTRS = 64  # per member; more is refused as a whole, like an oversized archive
+_XATTR = "SCHILY.xattr."
+_ACL_XATTRS = ("system.posix_acl_access", "system.posix_acl_default")
+_ACL_TEXT = {"SCHILY.acl.access": "system.posix_acl_access",
+             "SCHILY.acl.default": "system.posix_acl_default"}
+# Tags of the Linux posix_acl_xattr format (little-endian: u32 version 2, then u16 tag,
+# u16 perm, u32 id per entry; id 0xffffffff for the entries that name no one).
+_ACL_TAGS = {"user_obj": 0x01, "user": 0x02, "group_obj": 0x04, "group": 0x08, "mask": 0x10,
+             "other": 0x20}
+_ACL_UNDEFINED = 0xFFFFFFFF
 
 
 class ArchiveError(SforgeError):
@@ -94,6 +120,8 @@ class FilteredArchive:
     members: list[str] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
     refused: str | None = None
+    changed: list[Changed] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def read_bytes(self) -> bytes:
         self.data.seek(0)
@@ -117,6 +145,10 @@ class _TooLarge(Exception):
 
 
 class _Corrupt(Exception):
+    pass
+
+
+class _TooManyXattrs(Exception):
     pass
 
 
@@ -223,17 +255,89 @@ class _Selection:
         return not self.everything and any(p.startswith(path + "/") for p in self.paths)
 
 
-def _out_info(name: str, kind: bytes, mode: int, mtime: float, size: int = 0,
+@dataclass(frozen=True)
+class _Meta:
+    """What a member carries besides its bytes, as it will be written."""
+    mode: int
+    mtime: float
+    uid: int = 0
+    gid: int = 0
+    xattrs: tuple[tuple[str, str], ...] = ()
+
+
+def _out_info(name: str, kind: bytes, meta: _Meta, size: int = 0,
               linkname: str = "") -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.type = kind
-    info.mode = mode & 0o777
-    info.mtime = max(0, int(mtime))
+    info.mode = meta.mode
+    info.mtime = max(0, int(meta.mtime))
     info.size = size
     info.linkname = linkname
-    info.uid = info.gid = 0
-    info.uname = info.gname = "root"
+    info.uid, info.gid = meta.uid, meta.gid
+    info.uname = info.gname = ""  # numeric: names mean what the judge's /etc/passwd says
+    info.pax_headers = {_XATTR + k: v for k, v in meta.xattrs}
+    for text_key, name in _ACL_TEXT.items():  # GNU tar restores ACLs from text, Docker from
+        value = dict(meta.xattrs).get(name)   # the xattr: write both, as GNU tar does
+        if value is not None:
+            info.pax_headers[text_key] = acl_to_text(_raw(value))
     return info
+
+
+def acl_to_text(value: bytes) -> str:
+    """A valid binary POSIX ACL → GNU tar's text form with numeric ids."""
+    names = {v: k for k, v in _ACL_TAGS.items()}
+    lines = []
+    for off in range(4, len(value), 8):
+        tag, perm, who = struct.unpack_from("<HHI", value, off)
+        kind = names[tag]
+        qualifier = str(who) if kind in ("user", "group") else ""
+        perms = "".join(c if perm & b else "-" for c, b in zip("rwx", (4, 2, 1), strict=True))
+        lines.append(f"{kind.removesuffix('_obj')}:{qualifier}:{perms}")
+    return "\n".join(lines) + "\n"
+
+
+def _raw(value: str) -> bytes:
+    return value.encode("utf-8", "surrogateescape")
+
+
+def _acl_valid(value: bytes) -> bool:
+    if len(value) < 4 or (len(value) - 4) % 8 or struct.unpack_from("<I", value)[0] != 2:
+        return False
+    tags = set(_ACL_TAGS.values())
+    return all(struct.unpack_from("<HHI", value, off)[0] in tags and
+               struct.unpack_from("<HHI", value, off)[1] <= 7
+               for off in range(4, len(value), 8))
+
+
+def acl_from_text(text: str) -> tuple[bytes, list[str]]:
+    """GNU tar's SCHILY.acl text ("user::rwx\ngroup:1234:r-x\n…") → the binary xattr value,
+    and the entries dropped because they name a user or group instead of a number."""
+    entries, dropped = [], []
+    for line in text.replace(",", "\n").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split(":")
+        if len(parts) < 3 or parts[0] not in ("user", "group", "mask", "other", "u", "g", "m",
+                                              "o"):
+            dropped.append(line)
+            continue
+        kind = {"u": "user", "g": "group", "m": "mask", "o": "other"}.get(parts[0], parts[0])
+        who, perms = parts[1], parts[2]
+        if len(perms) != 3 or any(c not in "rwx-" for c in perms):
+            dropped.append(line)
+            continue
+        bits = sum(b for c, b in zip(perms, (4, 2, 1), strict=True) if c != "-")
+        if who == "" or kind in ("mask", "other"):
+            tag = _ACL_TAGS[{"user": "user_obj", "group": "group_obj"}.get(kind, kind)]
+            entries.append((tag, bits, _ACL_UNDEFINED))
+        elif who.isdigit() or (len(parts) > 3 and parts[3].isdigit()):
+            uid = int(who) if who.isdigit() else int(parts[3])
+            entries.append((_ACL_TAGS[kind], bits, uid))
+        else:
+            dropped.append(line)
+    entries.sort(key=lambda e: (e[0], e[2]))
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries), dropped
 
 
 class _Filter:
@@ -247,14 +351,19 @@ class _Filter:
         self.total = 0
         self.members: dict[str, None] = {}  # accepted paths, each at its latest position
         self.kinds: dict[str, str] = {}  # accepted path -> "file" | "dir" | "link"
-        self.files: dict[str, tuple[int, int, int, float]] = {}  # path -> data offset, size, …
-        self.links: dict[str, tuple[str, float]] = {}  # pending symlinks: path -> target, mtime
+        self.files: dict[str, tuple[int, int, _Meta]] = {}  # path -> data offset, size, meta
+        self.links: dict[str, tuple[str, _Meta]] = {}  # pending symlinks: path -> target, meta
         self.parents: set[str] = set()  # directories that hold accepted members
         self.symlinks: set[str] = set()  # every symlink member's path, rejected ones too
         self.resolved: dict[str, str | None] = {}  # symlink path -> where it leads (memo)
         self.rejected: list[Rejected] = []
         self.omitted = 0
         self.rule_dirs: set[str] = set()  # directories listed as left out by the rules
+        self.keep = set(rules.keep_metadata)
+        self.changed: list[Changed] = []
+        self.changed_omitted = 0
+        self.tops: set[str] = set()  # first path component of every member
+        self.unrooted_hits = 0  # members the rules left out that one level down would select
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def reject(self, path: str, reason: str, by_rules: bool = False, is_dir: bool = False) -> None:
@@ -279,6 +388,67 @@ class _Filter:
             self.links.pop(path, None)
             self.symlinks.discard(path)
 
+    def change(self, path: str, what: str) -> None:
+        if len(self.changed) < MAX_LISTED_REJECTED:
+            self.changed.append(Changed(path=path, change=what))
+        else:
+            self.changed_omitted += 1
+
+    def meta(self, path: str, m: tarfile.TarInfo, link: bool = False) -> _Meta:
+        """The member's metadata as kept under the task's rules; every change is listed."""
+        mode = 0o777 if link else m.mode & 0o7777
+        if mode & 0o7000 and "mode" not in self.keep:
+            self.change(path, f"mode {mode:04o} -> {mode & 0o777:04o} (task keeps no "
+                        "setuid/setgid/sticky bits)")
+            mode &= 0o777
+        uid, gid = m.uid, m.gid
+        if (uid or gid) and "owner" not in self.keep:
+            self.change(path, f"owner {uid}:{gid} -> 0:0 (task keeps no owners)")
+            uid = gid = 0
+        xattrs: dict[str, str] = {}
+        acl_text: dict[str, str] = {}
+        for key, value in m.pax_headers.items():
+            if key in _ACL_TEXT:
+                acl_text[_ACL_TEXT[key]] = value
+            elif key.startswith(_XATTR):
+                xattrs[key[len(_XATTR):]] = value
+        if len(xattrs) + len(acl_text) > MAX_XATTRS:
+            raise _TooManyXattrs(path)
+        self.grow(sum(len(_raw(k)) + len(_raw(v)) for k, v in [*xattrs.items(),
+                                                                 *acl_text.items()]))
+        kept: dict[str, str] = {}
+        for name, value in xattrs.items():
+            if name in _ACL_XATTRS:
+                if "acl" not in self.keep:
+                    self.change(path, f"ACL {name} dropped (task keeps no ACLs)")
+                elif link:
+                    self.change(path, f"ACL {name} dropped (symlinks have none)")
+                elif not _acl_valid(_raw(value)):
+                    self.change(path, f"ACL {name} dropped: not a valid POSIX ACL")
+                else:
+                    kept[name] = value
+            elif name.startswith("user."):
+                if "xattr" in self.keep and not link:
+                    kept[name] = value
+                else:
+                    self.change(path, f"xattr {name} dropped (task keeps no xattrs)")
+            else:
+                self.change(path, f"xattr {name} dropped (only user.* xattrs and ACLs are "
+                            "kept)")
+        for name, text in acl_text.items():
+            if name in kept or name in xattrs:
+                continue  # the raw xattr said it already (GNU tar --xattrs writes both)
+            if "acl" not in self.keep or link:
+                self.change(path, f"ACL {name} dropped (task keeps no ACLs)")
+                continue
+            value, dropped = acl_from_text(text)
+            for entry in dropped:
+                self.change(path, f"ACL entry {entry!r} of {name} dropped: only numeric ids "
+                            "can be kept (pack with GNU tar --xattrs --xattrs-include='*')")
+            if len(value) > 4:
+                kept[name] = value.decode("utf-8", "surrogateescape")
+        return _Meta(mode, m.mtime, uid, gid, tuple(sorted(kept.items())))
+
     def grow(self, size: int) -> None:
         self.total += size
         if self.total > self.limits.max_bytes:
@@ -296,6 +466,8 @@ class _Filter:
             return self.reject(m.name, bad)
         if not path:
             return None  # "." / "./": cwd itself
+        top, _, rest = path.partition("/")
+        self.tops.add(top)
         for a in _ancestors(path):
             if a in self.symlinks:
                 return self.reject(path, f"passes through symlink {a!r}")
@@ -311,38 +483,41 @@ class _Filter:
             return self.reject(path, f"unsupported member type {m.type!r}")
         rule = self.sel.reason(path)
         if rule:
+            if rest and not self.sel.reason(rest):
+                self.unrooted_hits += 1
             if m.isdir() and self.sel.is_parent(path):
                 return None
             return self.reject(path, rule, by_rules=True, is_dir=m.isdir())
         if m.isdir():
-            self.out.addfile(_out_info(path, tarfile.DIRTYPE, m.mode, m.mtime))
+            self.out.addfile(_out_info(path, tarfile.DIRTYPE, self.meta(path, m)))
             return self.accept(path, "dir")
         if (m.isreg() or m.islnk()) and path in self.parents:
             return self.reject(path, f"would replace directory {path!r} holding earlier members")
         if m.isreg():
+            meta = self.meta(path, m)
             src = tar.extractfile(m)
-            return self.write_file(path, m.mode, m.mtime, m.size, src)
+            return self.write_file(path, meta, m.size, src)
         if m.islnk():
             target, bad = _normalize(m.linkname)
             if bad or target not in self.files:
                 return self.reject(path, f"hardlink to {m.linkname!r}, which is not a regular file "
                                    "accepted earlier in the archive")
-            start, size, mode, mtime = self.files[target]
+            start, size, meta = self.files[target]
             self.grow(size)
-            return self.write_file(path, mode, mtime, size, _Slice(self.spool, start, size))
+            return self.write_file(path, meta, size, _Slice(self.spool, start, size))
         # symlink: decided at the end, when every symlink of the archive is known
         if path in self.parents:
             return self.reject(path, f"symlink would replace directory {path!r} holding earlier "
                                "members")
         if m.linkname.startswith("/"):
             return self.reject(path, f"symlink to absolute path {m.linkname!r}")
-        self.links[path] = (m.linkname, m.mtime)
+        self.links[path] = (m.linkname, self.meta(path, m, link=True))
         return self.accept(path, "link")
 
-    def write_file(self, path: str, mode: int, mtime: float, size: int, src: object) -> None:
-        self.out.addfile(_out_info(path, tarfile.REGTYPE, mode, mtime, size), src)
+    def write_file(self, path: str, meta: _Meta, size: int, src: object) -> None:
+        self.out.addfile(_out_info(path, tarfile.REGTYPE, meta, size), src)
         start = self.spool.tell() - (-(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE)
-        self.files[path] = (start, size, mode, mtime)
+        self.files[path] = (start, size, meta)
         self.accept(path, "file")
 
     # -- symlinks, last --------------------------------------------------------------------------
@@ -380,7 +555,7 @@ class _Filter:
         return "/".join(here)
 
     def finish_links(self) -> None:
-        for path, (target, mtime) in list(self.links.items()):
+        for path, (target, meta) in list(self.links.items()):
             resolved = self.resolve(path)
             if resolved is None:
                 reason = f"symlink to {target!r} leaves the working directory (or loops)"
@@ -390,10 +565,27 @@ class _Filter:
             elif not resolved and not self.sel.everything:
                 reason = f"symlink to {target!r} points outside the [submission] paths"
             else:
-                self.out.addfile(_out_info(path, tarfile.SYMTYPE, 0o777, mtime, linkname=target))
+                self.out.addfile(_out_info(path, tarfile.SYMTYPE, meta, linkname=target))
                 continue
             self.members.pop(path, None)
             self.reject(path, reason)
+
+
+    def wrong_root(self, cwd: str | None) -> str | None:
+        """The common `docker cp ctr:/app -` mistake: everything under one top directory."""
+        if len(self.tops) != 1:
+            return None
+        top = next(iter(self.tops))
+        if self.kinds.get(top) not in (None, "dir"):
+            return None
+        named_like_cwd = cwd is not None and top == posixpath.basename(cwd.rstrip("/"))
+        useless = not self.members and self.unrooted_hits > 0
+        if not (useless or (named_like_cwd and self.sel.everything)):
+            return None
+        where = posixpath.join(cwd, top) if cwd else f"{top}/"
+        return (f"the archive looks wrongly rooted: every member is under '{top}/', so it "
+                f"lands in {where} (as `docker cp ctr:/{top} -` packs it); pack the contents "
+                f"of the working directory instead: tar -C <dir> -czf sub.tar.gz .")
 
 
 def _spool() -> BinaryIO:
@@ -401,8 +593,11 @@ def _spool() -> BinaryIO:
 
 
 def filter_submission(archive: Path, rules: SubmissionRules,
-                      limits: ArchiveLimits | None = None) -> FilteredArchive:
+                      limits: ArchiveLimits | None = None,
+                      cwd: str | None = None) -> FilteredArchive:
     """Read `archive` (tar, tar.gz, tar.bz2, tar.xz) once and keep what is safe and selected.
+
+    `cwd` (where it will be extracted) only sharpens the wrongly-rooted-archive warning.
 
     Raises ArchiveError if it is not a readable tar archive; InfrastructureError if the
     filtered copy cannot be written (disk full). A cap overrun is not an exception: see
@@ -415,7 +610,7 @@ def filter_submission(archive: Path, rules: SubmissionRules,
     except OSError as exc:
         raise ArchiveError(f"cannot read submission archive {archive}: {exc}") from None
     spool = _spool()
-    out = tarfile.open(fileobj=spool, mode="w", format=tarfile.GNU_FORMAT,  # noqa: SIM115
+    out = tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT,  # noqa: SIM115
                        encoding="utf-8", errors="surrogateescape")
     filt = _Filter(rules, limits, out, spool)
     cap = limits.max_bytes + (limits.max_members + 4) * _HEADER_ALLOWANCE
@@ -434,6 +629,10 @@ def filter_submission(archive: Path, rules: SubmissionRules,
                   if filt.count > limits.max_members
                   else f"archive exceeds {limits.max_bytes} bytes uncompressed")
         return FilteredArchive(data=_spool(), size=0, refused=reason)
+    except _TooManyXattrs as exc:
+        spool.close()
+        return FilteredArchive(data=_spool(), size=0, refused=f"member {exc} has more than "
+                               f"{MAX_XATTRS} extended attributes")
     except _Corrupt as exc:
         spool.close()
         raise ArchiveError(f"submission archive {archive} is corrupt: {exc}") from None
@@ -453,4 +652,10 @@ def filter_submission(archive: Path, rules: SubmissionRules,
     if filt.omitted:
         rejected.append(Rejected(path="…", reason=f"{filt.omitted} more rejected members "
                                  "not listed"))
-    return FilteredArchive(data=spool, size=size, members=list(filt.members), rejected=rejected)
+    changed = filt.changed
+    if filt.changed_omitted:
+        changed.append(Changed(path="…", change=f"{filt.changed_omitted} more changed members "
+                               "not listed"))
+    warning = filt.wrong_root(cwd)
+    return FilteredArchive(data=spool, size=size, members=list(filt.members), rejected=rejected,
+                           changed=changed, warnings=[warning] if warning else [])

@@ -155,6 +155,8 @@ def cmd_eval(args) -> int:
             print(f"  reason: {result.reason}")
         for rej in result.rejected:
             print(f"  rejected {rej.path}: {rej.reason}")
+        for change in result.changed:
+            print(f"  changed {change.path}: {change.change}")
         print(f"  result: {out.path}\n  log: {result.log}")
     return 0
 

@@ -386,16 +386,20 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
     settings = task.judge_settings()
     wall = float(timeout if timeout is not None else task.judge.timeout_sec)
 
-    def result(**fields: Any) -> EvalResult:
-        fields.setdefault("score", None)
-        fields.setdefault("summary", fields.get("reason") or "")
-        return EvalResult(task=task.id, submission=submission,
-                          key=key or eval_key(image, submission, settings),
-                          judge_image=image, judge_settings=settings,
-                          sforge_version=__version__,
-                          log=str(log_path) if log_path else None, **fields)
+    with filter_submission(archive, task.submission, limits, task.environment.cwd) as filtered:
+        def result(**fields: Any) -> EvalResult:
+            fields.setdefault("score", None)
+            fields.setdefault("summary", fields.get("reason") or "")
+            if filtered.warnings:  # said where people look: the summary
+                fields["summary"] = " ".join([*(f"[sforge: {w}]" for w in filtered.warnings),
+                                              fields["summary"]]).strip()
+            return EvalResult(task=task.id, submission=submission,
+                              key=key or eval_key(image, submission, settings),
+                              judge_image=image, judge_settings=settings,
+                              sforge_version=__version__, changed=filtered.changed,
+                              warnings=filtered.warnings,
+                              log=str(log_path) if log_path else None, **fields)
 
-    with filter_submission(archive, task.submission, limits) as filtered:
         if filtered.refused:
             now = _now()
             if log_path is not None:

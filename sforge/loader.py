@@ -19,7 +19,16 @@ import yaml
 from . import rescale as rescale_mod
 from .errors import DefinitionError
 from .hashing import HashCache
-from .model import Benchmark, Blob, Environment, Judge, Score, SubmissionRules, Task
+from .model import (
+    METADATA_KINDS,
+    Benchmark,
+    Blob,
+    Environment,
+    Judge,
+    Score,
+    SubmissionRules,
+    Task,
+)
 from .units import parse_memory
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -158,7 +167,9 @@ def load_task(task_dir: Path, bases: dict[str, Path], cache: HashCache | None = 
         version=data.get("version", "0.0.0"),
         environment=environment,
         submission=SubmissionRules(paths=tuple(sub_raw.get("paths", ["."])),
-                                   exclude=tuple(sub_raw.get("exclude", []))),
+                                   exclude=tuple(sub_raw.get("exclude", [])),
+                                   keep_metadata=tuple(sub_raw.get("keep_metadata",
+                                                                   METADATA_KINDS))),
         judge=judge,
         score=Score(direction=score_raw.get("direction", "maximize"), rescale=table),
         blobs=blobs,

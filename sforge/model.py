@@ -25,10 +25,16 @@ class Environment:
     memory: str | None = None
 
 
+# Submission metadata the judge sees as submitted unless [submission] keep_metadata narrows it:
+# setuid/setgid/sticky bits, numeric owner and group, POSIX ACLs, user.* xattrs.
+METADATA_KINDS = ("mode", "owner", "acl", "xattr")
+
+
 @dataclass(frozen=True)
 class SubmissionRules:
     paths: tuple[str, ...] = (".",)
     exclude: tuple[str, ...] = ()
+    keep_metadata: tuple[str, ...] = METADATA_KINDS
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,9 @@ class Task:
             "cwd": self.environment.cwd,
             "paths": list(self.submission.paths),
             "exclude": list(self.submission.exclude),
+            # only when narrowed, so the keys of every task that keeps the default stay put
+            **({"keep_metadata": sorted(self.submission.keep_metadata)}
+               if set(self.submission.keep_metadata) != set(METADATA_KINDS) else {}),
         }
 
 

@@ -29,6 +29,13 @@ class Rejected:
 
 
 @dataclass
+class Changed:
+    """A submitted member kept with different metadata (a stripped bit, a dropped xattr)."""
+    path: str
+    change: str
+
+
+@dataclass
 class EvalResult:
     task: str
     submission: str  # sha256 of the archive bytes
@@ -48,6 +55,8 @@ class EvalResult:
     judge_image: str = ""
     judge_settings: dict[str, Any] = field(default_factory=dict)
     rejected: list[Rejected] = field(default_factory=list)
+    changed: list[Changed] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. a wrongly rooted archive
     sforge_version: str = ""
     log: str | None = None
 
@@ -58,6 +67,7 @@ class EvalResult:
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
         data = dict(data)
         data["rejected"] = [Rejected(**r) for r in data.get("rejected", [])]
+        data["changed"] = [Changed(**c) for c in data.get("changed", [])]
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def write(self, path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import struct
 import tarfile
 import time
 from pathlib import Path
@@ -64,8 +65,11 @@ def contents(filtered: FilteredArchive) -> dict[str, tuple[bytes, int, bytes | s
     out = {}
     with tarfile.open(fileobj=io.BytesIO(filtered.read_bytes())) as tar:
         for m in tar:
-            assert m.uid == 0 and m.gid == 0
-            assert not m.pax_headers
+            assert m.uname == m.gname == ""  # numeric owners only
+            # no pax record passes but names and the xattrs the filter chose
+            assert all(k in ("path", "linkpath", "hdrcharset") or
+                       k.startswith(("SCHILY.xattr.", "SCHILY.acl.")) for k in m.pax_headers), \
+                m.pax_headers
             body = tar.extractfile(m).read() if m.isreg() else m.linkname
             out[m.name] = (m.type, m.mode, body)
     return out
@@ -272,19 +276,130 @@ def test_rejected_listing_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 # -- output attributes ----
-def test_modes_masked_owner_root_no_xattrs(tmp_path: Path) -> None:
-    xattr = {"SCHILY.xattr.security.capability": "x"}
-    path = make_tar(tmp_path / "pax.tar", reg("suid", mode=0o4755, uid=1000, gid=1000, uname="eve"),
-                    reg("plain", mode=0o600), d("dir", mode=0o3777),
-                    reg("cap", pax_headers=xattr), mode="w", fmt=tarfile.PAX_FORMAT)
-    with tarfile.open(path) as tar:
-        assert tar.getmember("cap").pax_headers == xattr
-    with filter_submission(path, EVERYTHING) as filtered:
-        out = contents(filtered)  # asserts owner 0:0 and no pax records
-    assert out["suid"][1] == 0o755
+def acl_bin(*entries: tuple[int, int, int]) -> str:
+    """A system.posix_acl_* xattr value, as a pax record string."""
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+    return raw.decode("utf-8", "surrogateescape")
+
+
+NOBODY = 0xFFFFFFFF
+DEFAULT_ACL = acl_bin((1, 7, NOBODY), (4, 7, NOBODY), (8, 7, 1234), (0x10, 7, NOBODY),
+                      (0x20, 0, NOBODY))
+
+
+def xattrs(info: tarfile.TarInfo) -> dict[str, str]:
+    return {k: v for k, v in info.pax_headers.items() if k.startswith("SCHILY.xattr.")}
+
+
+def _metadata_tar(tmp_path: Path) -> Path:
+    shared = d("shared", mode=0o2770)
+    shared[0].gid = 1234
+    shared[0].pax_headers = {"SCHILY.xattr.system.posix_acl_default": DEFAULT_ACL,
+                             "SCHILY.xattr.user.note": "kept",
+                             "SCHILY.xattr.trusted.overlay.opaque": "y",
+                             "atime": "1.5", "LIBARCHIVE.creationtime": "2"}
+    return make_tar(tmp_path / "pax.tar",
+                    reg("suid", mode=0o4755, uid=1000, gid=1000, uname="eve"),
+                    reg("plain", mode=0o600), d("dir", mode=0o3777), shared,
+                    reg("cap", pax_headers={"SCHILY.xattr.security.capability": "x"}),
+                    hard("suid-again", "suid"), mode="w", fmt=tarfile.PAX_FORMAT)
+
+
+def test_metadata_kept_by_default(tmp_path: Path) -> None:
+    """Modes (setuid/setgid/sticky too), numeric owners, ACLs and user xattrs are the answer of
+    some tasks: kept. Capabilities and trusted.* (overlayfs' own) never are, and say so."""
+    with filter_submission(_metadata_tar(tmp_path), EVERYTHING) as filtered:
+        out = contents(filtered)
+        with tarfile.open(fileobj=io.BytesIO(filtered.read_bytes())) as tar:
+            infos = {m.name: m for m in tar}
+    assert out["suid"][1] == 0o4755 and (infos["suid"].uid, infos["suid"].gid) == (1000, 1000)
+    assert out["suid-again"][1] == 0o4755 and infos["suid-again"].uid == 1000
     assert out["plain"][1] == 0o600
+    assert out["dir"][1] == 0o3777
+    assert out["shared"][1] == 0o2770 and infos["shared"].gid == 1234
+    assert xattrs(infos["shared"]) == {
+        "SCHILY.xattr.system.posix_acl_default": DEFAULT_ACL,
+        "SCHILY.xattr.user.note": "kept"}
+    # the same ACL as GNU tar's text, for extraction by GNU tar
+    assert infos["shared"].pax_headers["SCHILY.acl.default"] == (
+        "user::rwx\ngroup::rwx\ngroup:1234:rwx\nmask::rwx\nother::---\n")
+    assert not xattrs(infos["cap"])
+    assert {(c.path, c.change.split(" (")[0]) for c in filtered.changed} == {
+        ("shared", "xattr trusted.overlay.opaque dropped"),
+        ("cap", "xattr security.capability dropped")}
+
+
+def test_metadata_stripped_when_the_task_says_so(tmp_path: Path) -> None:
+    rules = SubmissionRules(keep_metadata=())
+    with filter_submission(_metadata_tar(tmp_path), rules) as filtered:
+        out = contents(filtered)
+        with tarfile.open(fileobj=io.BytesIO(filtered.read_bytes())) as tar:
+            infos = {m.name: m for m in tar}
+    assert out["suid"][1] == 0o755 and infos["suid"].uid == 0
     assert out["dir"][1] == 0o777
-    assert out["cap"][0] == tarfile.REGTYPE
+    assert out["shared"][1] == 0o770 and not xattrs(infos["shared"])
+    changes = {(c.path, c.change.split(" (")[0]) for c in filtered.changed}
+    assert {("suid", "mode 4755 -> 0755"), ("suid", "owner 1000:1000 -> 0:0"),
+            ("dir", "mode 3777 -> 0777"), ("shared", "mode 2770 -> 0770"),
+            ("shared", "owner 0:1234 -> 0:0"),
+            ("shared", "ACL system.posix_acl_default dropped"),
+            ("shared", "xattr user.note dropped")} <= changes
+
+
+def test_acl_text_of_gnu_tar_becomes_the_xattr(tmp_path: Path) -> None:
+    """GNU tar --acls writes SCHILY.acl.* text; numeric entries become the binary xattr, named
+    ones cannot be resolved here and are listed as dropped."""
+    info = d("shared", mode=0o2770)
+    info[0].pax_headers = {"SCHILY.acl.default":
+                           "user::rwx\ngroup::rwx\ngroup:1234:rwx\ngroup:research:r-x\n"
+                           "mask::rwx\nother::---\n"}
+    path = make_tar(tmp_path / "acl.tar", info, mode="w", fmt=tarfile.PAX_FORMAT)
+    with filter_submission(path, EVERYTHING) as filtered:
+        data = filtered.read_bytes()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        kept = tar.getmember("shared").pax_headers
+    assert {k: v for k, v in kept.items() if k != "hdrcharset"} == {
+        "SCHILY.xattr.system.posix_acl_default": DEFAULT_ACL,
+        "SCHILY.acl.default": "user::rwx\ngroup::rwx\ngroup:1234:rwx\nmask::rwx\nother::---\n"}
+    assert [c.change.split(":")[0] for c in filtered.changed] == [
+        "ACL entry 'group"]
+    assert "group:research:r-x" in filtered.changed[0].change
+
+
+def test_invalid_acl_and_too_many_xattrs(tmp_path: Path) -> None:
+    bad = reg("f", pax_headers={"SCHILY.xattr.system.posix_acl_access": "nonsense"})
+    with filter_submission(make_tar(tmp_path / "bad.tar", bad, mode="w",
+                                    fmt=tarfile.PAX_FORMAT), EVERYTHING) as filtered:
+        assert [c.change for c in filtered.changed] == [
+            "ACL system.posix_acl_access dropped: not a valid POSIX ACL"]
+    many = reg("f", pax_headers={f"SCHILY.xattr.user.k{i}": "v"
+                                 for i in range(archive_mod.MAX_XATTRS + 1)})
+    with filter_submission(make_tar(tmp_path / "many.tar", many, mode="w",
+                                    fmt=tarfile.PAX_FORMAT), EVERYTHING) as filtered:
+        assert filtered.refused and "extended attributes" in filtered.refused
+
+
+def test_xattr_bytes_count_toward_the_size_cap(tmp_path: Path) -> None:
+    big = reg("f", pax_headers={"SCHILY.xattr.user.big": "v" * 5000})
+    path = make_tar(tmp_path / "big.tar", big, mode="w", fmt=tarfile.PAX_FORMAT)
+    with filter_submission(path, EVERYTHING, ArchiveLimits(max_bytes=4000)) as filtered:
+        assert filtered.refused and "bytes" in filtered.refused
+
+
+@pytest.mark.parametrize(("paths", "names", "warn"), [
+    (["answer.txt"], ["app/", "app/answer.txt"], True),  # nothing selected, one level down is
+    (["."], ["app/", "app/answer.txt"], True),  # lands in /app/app
+    (["."], ["src/", "src/main.c"], False),  # a real single directory
+    (["answer.txt"], ["answer.txt", "other/x"], False),
+    (["answer.txt"], ["app/x"], False),  # stripping app/ would not help either
+])
+def test_wrongly_rooted_archive_is_said(tmp_path: Path, paths, names, warn) -> None:
+    entries = [d(n.rstrip("/")) if n.endswith("/") else reg(n) for n in names]
+    path = make_tar(tmp_path / "root.tar", *entries)
+    with filter_submission(path, SubmissionRules(paths=tuple(paths)), cwd="/app") as filtered:
+        assert bool(filtered.warnings) is warn, filtered.warnings
+        if warn:
+            assert "wrongly rooted" in filtered.warnings[0] and "'app/'" in filtered.warnings[0]
 
 
 def test_long_and_non_utf8_names_survive(tmp_path: Path) -> None:

@@ -475,3 +475,110 @@ def test_sweep_removes_only_dead_owners(client, judges) -> None:
         for cid in ids.values():
             with contextlib.suppress(docker.errors.NotFound):
                 api.remove_container(cid, force=True)
+
+
+# -- submission metadata -------------------------------------------------------------------------
+def _acl(*entries: tuple[int, int, int]) -> bytes:
+    import struct
+
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
+
+
+_NOONE = 0xFFFFFFFF
+_DEFAULT_ACL = _acl((1, 7, _NOONE), (4, 7, _NOONE), (8, 5, 1234), (0x10, 7, _NOONE),
+                    (0x20, 0, _NOONE))
+
+
+_TOOL_ACL = _acl((1, 7, _NOONE), (4, 5, _NOONE), (8, 5, 1234), (0x10, 5, _NOONE),
+                 (0x20, 5, _NOONE))
+
+
+def _metadata_archive(tmp_path: Path) -> Path:
+    """A shared directory with group 1234, mode 2770 and a default ACL; a setuid tool owned by
+    1000; a user xattr; a file capability (never kept)."""
+    def pax(value: bytes) -> str:
+        return value.decode("utf-8", "surrogateescape")
+
+    shared = tarfile.TarInfo("shared")
+    shared.type, shared.mode, shared.gid = tarfile.DIRTYPE, 0o2770, 1234
+    shared.pax_headers = {"SCHILY.xattr.system.posix_acl_default": pax(_DEFAULT_ACL),
+                          "SCHILY.xattr.user.purpose": "research"}
+    tool = tarfile.TarInfo("shared/tool")
+    tool.size, tool.mode, tool.uid, tool.gid = 2, 0o4755, 1000, 1234
+    # what a file made under that directory carries (GNU tar --xattrs records it so)
+    tool.pax_headers = {"SCHILY.xattr.system.posix_acl_access": pax(_TOOL_ACL)}
+    cap = tarfile.TarInfo("cap")
+    cap.size, cap.mode = 2, 0o755
+    cap.pax_headers = {"SCHILY.xattr.security.capability": pax(b"\x01\x00\x00\x02" + 16 * b"\0")}
+    link = tarfile.TarInfo("link")
+    link.type, link.linkname, link.uid = tarfile.SYMTYPE, "shared/tool", 1000
+    path = tmp_path / "meta.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
+        tar.addfile(shared)
+        tar.addfile(tool, io.BytesIO(b"#!"))
+        tar.addfile(cap, io.BytesIO(b"#!"))
+        tar.addfile(link)
+    return path
+
+
+def _extract_with_gnu_tar(client, tag: str, task: Task, archive: Path) -> dict:
+    """The other way to extract: the filtered tar handed over as one file and unpacked inside
+    the container by GNU tar (as a bind-mounted or in-container extraction would)."""
+    from sforge.archive import filter_submission
+
+    with filter_submission(archive, task.submission, cwd=task.environment.cwd) as filtered:
+        data = filtered.read_bytes()
+    wrapper = io.BytesIO()
+    with tarfile.open(fileobj=wrapper, mode="w") as tar:
+        info = tarfile.TarInfo("sub.tar")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    script = (f"mkdir -p /opt/sforge && tar --xattrs --xattrs-include='*' --acls --same-owner "
+              f"--numeric-owner -xpf /tmp/sub.tar -C {task.environment.cwd} && {task.judge.cmd}")
+    ctr = client.api.create_container(tag, ["/bin/sh", "-c", script],
+                                      working_dir=task.environment.cwd,
+                                      host_config=client.api.create_host_config(
+                                          network_mode="none"))
+    try:
+        client.api.put_archive(ctr["Id"], "/tmp", wrapper.getvalue())
+        client.api.start(ctr["Id"])
+        assert client.api.wait(ctr["Id"], timeout=60)["StatusCode"] == 0, client.api.logs(ctr)
+        stream, _ = client.api.get_archive(ctr["Id"], "/opt/sforge/result.json")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            return json.loads(tar.extractfile(tar.next()).read())
+    finally:
+        client.api.remove_container(ctr["Id"], force=True)
+
+
+@docker_test
+def test_submission_metadata_reaches_the_judge(client, judges, tmp_path: Path) -> None:
+    """Modes (setgid, setuid), numeric owners, default ACLs and user xattrs arrive as submitted,
+    whichever way the archive is extracted; the dropped capability is listed, not silent."""
+    archive = _metadata_archive(tmp_path)
+    task, tag = judges["metadata"]
+    r = run_judge(client, tag, task, archive)
+    assert r.valid, r.reason
+    seen = {d["name"]: d for d in r.details}
+    assert seen["shared"]["mode"] == oct(0o42770) and seen["shared"]["gid"] == 1234
+    assert seen["shared"]["xattrs"]["system.posix_acl_default"] == _DEFAULT_ACL.hex()
+    assert seen["shared"]["xattrs"]["user.purpose"] == b"research".hex()
+    assert seen["shared/tool"]["mode"] == oct(0o104755)
+    assert (seen["shared/tool"]["uid"], seen["shared/tool"]["gid"]) == (1000, 1234)
+    assert seen["shared/tool"]["xattrs"]["system.posix_acl_access"] == _TOOL_ACL.hex()
+    assert seen["link"]["uid"] == 1000
+    assert "security.capability" not in seen["cap"]["xattrs"]
+    assert [(c.path, c.change.split(" (")[0]) for c in r.changed] == [
+        ("cap", "xattr security.capability dropped")]
+    # The verdict does not depend on how the archive is extracted.
+    other = _extract_with_gnu_tar(client, tag, task, archive)
+    assert other["details"] == r.details and other["score"] == r.score
+
+
+@docker_test
+def test_wrongly_rooted_archive_said_in_the_summary(client, judges, make_archive) -> None:
+    archive = make_archive(d("app"), reg("app/solution.txt", b"9"))
+    r = grade(client, judges, "inspect", archive)
+    assert r.valid and r.score == 0
+    assert "wrongly rooted" in r.summary and "'app/'" in r.summary
+    assert r.warnings and r.summary.endswith("original")

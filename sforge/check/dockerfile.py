@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 
 from ..images import BASE_ARG, WORK_ARG  # noqa: F401 (the names every check module uses)
 
+
 @dataclass
 class Instruction:
     keyword: str                       # upper case
