@@ -198,6 +198,39 @@ def cmd_check(args) -> int:
     return 1 if errors else 0
 
 
+# import -------------------------------------------------------------------------------
+def cmd_import(args) -> int:
+    from .importers import import_tasks
+    from .importers.reference import make_references
+
+    into = Path(args.into).expanduser().resolve()
+    reports = import_tasks(args.format, [Path(s) for s in args.src], into, base=args.base,
+                           force=args.force)
+    if args.reference and any(r.fits for r in reports):
+        pipe = _pipeline(_config(args, benchmark=str(into)))
+        make_references(pipe, reports, _execution(args))
+    if args.json:
+        print(json.dumps({"into": str(into), "tasks": [r.to_dict() for r in reports]},
+                         indent=2))
+    else:
+        for r in reports:
+            if not r.fits:
+                print(f"does not fit  {r.task_id}  ({r.source})")
+                for problem in r.problems:
+                    print(f"    - {problem}")
+                continue
+            print(f"imported      {r.task_id}  -> {r.written}")
+            if r.reference:
+                print(f"    reference: {r.reference}")
+            elif r.reference_problem:
+                print(f"    no reference: {r.reference_problem}")
+        fit = sum(r.fits for r in reports)
+        print(f"sforge import: {len(reports)} task(s): {fit} imported, {len(reports) - fit} do "
+              f"not fit; changes per task in tasks/<id>/NOTES.md. Next: sforge -b {into} report")
+    bad = [r for r in reports if not r.fits or r.reference_problem]
+    return 1 if bad else 0
+
+
 # serve --------------------------------------------------------------------------------
 def cmd_serve(args) -> int:
     from .service.server import DEFAULT_PORT, Listen, serve
@@ -325,6 +358,29 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: config service.max_pending)")
 
     _add(sub, "check", cmd_check, "check the benchmark against edgebench/tasks/SCHEMA.md rules")
+
+    p = _add(sub, "import", cmd_import, "convert Harbor or Terminal-Bench tasks into a benchmark",
+             "Convert Harbor or Terminal-Bench tasks (each SRC a task directory or a directory\n"
+             "of them) into BENCH_DIR/tasks/: instruction.md, environment/, a judge FROM\n"
+             "${WORK_IMAGE} that runs the source's tests, task.toml and NOTES.md listing every\n"
+             "change. A task whose answer is not files in the submission (tests reading paths\n"
+             "outside it, checking packages/services/users, needing compose or the network,\n"
+             "timing themselves) is reported and not written. Each imported task's own\n"
+             "solution is run in its work image and stored as\n"
+             "BENCH_DIR/submissions/reference/<task>/reference.tar.gz. Exit 1 when a task\n"
+             "does not fit or its reference could not be made.")
+    p.add_argument("format", choices=["harbor", "terminal-bench"])
+    p.add_argument("src", nargs="+", metavar="SRC", help="task directory, or a directory of them")
+    p.add_argument("--into", required=True, metavar="BENCH_DIR",
+                   help="benchmark directory (benchmark.toml is written when missing)")
+    p.add_argument("--base", metavar="NAME",
+                   help="share bases/NAME: tasks starting FROM its image (or, when it does not "
+                        "exist yet, the first task's) start FROM ${BASE_IMAGE} instead")
+    p.add_argument("--force", action="store_true", help="replace task directories that exist")
+    p.add_argument("--no-reference", dest="reference", action="store_false",
+                   help="do not build images and run the solutions")
+    p.add_argument("--json", action="store_true", help="print the per-task report as JSON")
+    _jobs_opt(p)
     return parser
 
 

@@ -1,0 +1,128 @@
+"""The reference archive of an imported task: its own solution run in its work image, the
+working directory packed with its metadata (modes, numeric owners, ACLs, xattrs), stored
+under the benchmark's submissions as source "reference"."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import tarfile
+from pathlib import Path
+
+from ..errors import InfrastructureError, SforgeError
+
+SOURCE = "reference"
+REFERENCE_TAR = "/tmp/sforge-reference.tar"
+DEFAULT_TIMEOUT = 1800.0
+# GNU tar keeps ACLs and xattrs (both the raw xattrs and their text); busybox tar keeps what it
+# can (modes, numeric owners).
+_PACK = (
+    'cd "$1" || exit 97; '
+    '{ if command -v bash >/dev/null 2>&1; then bash /solution/solve.sh; '
+    'else sh /solution/solve.sh; fi; }; st=$?; [ "$st" -eq 0 ] || exit "$st"; '
+    "if tar --help 2>/dev/null | grep -q -- --xattrs-include; then "
+    f"tar --create --numeric-owner --acls --xattrs --xattrs-include='*' -f {REFERENCE_TAR} .; "
+    f"else tar -cf {REFERENCE_TAR} .; fi || exit 98"
+)
+
+
+def reference_path(bench_root: Path, task_id: str) -> Path:
+    return bench_root / "submissions" / SOURCE / task_id / f"{SOURCE}.tar.gz"
+
+
+def _solution_tar(solution_dir: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(solution_dir), arcname="solution")
+    return buf.getvalue()
+
+
+def make_reference(client, work_tag: str, task, out: Path,
+                   timeout: float | None = None) -> Path:
+    """Run solution/solve.sh of `task` (a loaded sforge Task) in a container of its work image
+    and store cwd as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
+    import docker.errors
+    import requests.exceptions
+
+    solution = task.dir / "solution"
+    if not (solution / "solve.sh").is_file():
+        raise SforgeError(f"{task.id}: no solution/solve.sh")
+    cwd = task.environment.cwd
+    api = client.api
+    try:
+        ctr = api.create_container(work_tag, entrypoint=["/bin/sh", "-c", _PACK, "sforge", cwd],
+                                   working_dir=cwd, labels={"sforge.import": task.id},
+                                   host_config=api.create_host_config(network_mode="bridge"))
+    except docker.errors.DockerException as exc:
+        raise InfrastructureError(f"{task.id}: cannot start its work image {work_tag}: "
+                                  f"{exc}") from None
+    try:
+        api.put_archive(ctr["Id"], "/", _solution_tar(solution))
+        api.start(ctr["Id"])
+        try:
+            code = api.wait(ctr["Id"], timeout=timeout or DEFAULT_TIMEOUT)["StatusCode"]
+        except requests.exceptions.RequestException:
+            raise SforgeError(f"{task.id}: the reference solution did not finish within "
+                              f"{timeout or DEFAULT_TIMEOUT:g} s") from None
+        if code != 0:
+            tail = api.logs(ctr["Id"], tail=15).decode(errors="replace").strip()
+            what = {97: f"cwd {cwd} missing in the work image",
+                    98: "packing the working directory failed"}.get(code, f"exit {code}")
+            raise SforgeError(f"{task.id}: the reference solution failed ({what})"
+                              + (f":\n    {tail}" if tail else ""))
+        stream, _ = api.get_archive(ctr["Id"], REFERENCE_TAR)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as outer:
+            member = outer.next()
+            inner = outer.extractfile(member) if member is not None else None
+            if inner is None:
+                raise SforgeError(f"{task.id}: the packed working directory is missing")
+            data = inner.read()
+    except docker.errors.DockerException as exc:
+        raise InfrastructureError(f"{task.id}: running the reference solution: {exc}") from None
+    finally:
+        with contextlib.suppress(docker.errors.DockerException):
+            api.remove_container(ctr["Id"], force=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with gzip.GzipFile(tmp, "wb", mtime=0) as gz:
+        gz.write(data)
+    tmp.replace(out)
+    return out
+
+
+def make_references(pipe, reports: list, ex) -> None:
+    """For each written task with a solution: build its images (the conversion is only done
+    when they build) and store its reference archive; problems land on the report."""
+    from ..orchestrate import build_images
+    from ..targets import engine
+
+    todo = [r for r in reports if r.fits and r.task_id in pipe.bench.tasks]
+    for err in pipe.bench.errors:
+        for r in reports:
+            if r.fits and getattr(err, "task", None) == r.task_id:
+                r.reference_problem = f"the written task does not load: {err}"
+    if not todo:
+        return
+    built = build_images(pipe, [r.task_id for r in todo], force=False, push=False, ex=ex)
+    failed = {ref.name for ref in built.failed}
+    for report in todo:
+        task = pipe.bench.tasks[report.task_id]
+        if report.task_id in failed:
+            log = pipe.layout.build_log
+            report.reference_problem = ("its images do not build; see "
+                                        f"{log('work', task.id, pipe.refs[task.id]['work'].digest)}"
+                                        " and the judge's log beside it")
+            continue
+        if not (task.dir / "solution" / "solve.sh").is_file():
+            report.reference_problem = "the source has no runnable solution"
+            continue
+        agent_timeout = (task.metadata.get("imported") or {}).get("agent_timeout_sec")
+        try:
+            path = make_reference(engine().client, pipe.refs[task.id]["work"].tag, task,
+                                  reference_path(pipe.bench.root, task.id),
+                                  timeout=agent_timeout)
+        except SforgeError as exc:
+            report.reference_problem = str(exc)
+        else:
+            report.reference = str(path)

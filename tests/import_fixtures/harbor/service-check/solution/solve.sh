@@ -1,0 +1,2 @@
+#!/bin/bash
+apt-get install -y nginx

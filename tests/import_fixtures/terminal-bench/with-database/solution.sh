@@ -1,0 +1,1 @@
+psql -h db -c 'copy t from data.csv'
