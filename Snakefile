@@ -18,6 +18,7 @@ include: "rules/blobs.smk"
 include: "rules/images.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/runs.smk"
 
 
 # Aggregation is a second of pandas: never worth a cluster job.

@@ -381,6 +381,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not build images and run the solutions")
     p.add_argument("--json", action="store_true", help="print the per-task report as JSON")
     _jobs_opt(p)
+
+    from .runs.cli import add_parsers
+
+    add_parsers(sub, _add, _jobs_opt)
     return parser
 
 

@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "archive_limits": {"max_members": 10_000, "max_bytes": 1 << 30},
     "budgets_hours": [2, 4, 6, 8, 10, 12],
     "service": {},  # see SERVICE_DEFAULTS
+    "run_timeout_s": 3600,
 }
 SERVICE_DEFAULTS: dict[str, Any] = {
     "max_concurrent": None, "max_pending": 200, "max_upload_bytes": 100 << 20,

@@ -114,8 +114,8 @@ def _process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _owner_labels() -> dict[str, str]:
-    labels = {JUDGE_LABEL: "1", OWNER_PID_LABEL: str(os.getpid()),
+def _owner_labels(kind: str = JUDGE_LABEL) -> dict[str, str]:
+    labels = {kind: "1", OWNER_PID_LABEL: str(os.getpid()),
               OWNER_HOST_LABEL: socket.gethostname()}
     start = _process_start(os.getpid())
     if start:
@@ -464,8 +464,9 @@ def _alive(pid: int, start: str | None) -> bool:
     return start is None or current is None or current == start
 
 
-def sweep_stale_containers(client: docker.DockerClient) -> list[str]:
-    """Remove judge containers left by dead sforge processes on this host; → removed ids.
+def sweep_stale_containers(client: docker.DockerClient, kind: str = JUDGE_LABEL) -> list[str]:
+    """Remove containers (judges, or work containers with kind=RUN_LABEL of runs) left by dead
+    sforge processes on this host; → removed ids.
 
     A container belongs to a live run when its owner pid exists here with the same start time;
     those (and other hosts' containers) are never touched.
@@ -473,7 +474,7 @@ def sweep_stale_containers(client: docker.DockerClient) -> list[str]:
     host = socket.gethostname()
     removed = []
     try:
-        containers = client.api.containers(all=True, filters={"label": JUDGE_LABEL})
+        containers = client.api.containers(all=True, filters={"label": kind})
     except _DOCKER_ERRORS as exc:
         raise InfrastructureError(f"cannot list judge containers on the Docker daemon at "
                                   f"{_daemon(client)}: {exc}") from None

@@ -1,0 +1,107 @@
+"""Agent definitions: agents/<name>/agent.toml (how to prepare the bundle on the host, the
+command, the resume command, the env it needs, its model API). Data, no code: a new agent is
+a new folder."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ..config import REPO_ROOT
+from ..errors import DefinitionError, SforgeError
+
+AGENTS_DIR = REPO_ROOT / "agents"
+MOUNT = "/opt/sforge/agent"  # where the bundle appears in the work container (read-only)
+
+
+@dataclass(frozen=True)
+class BundleItem:
+    to: str                    # path inside the bundle
+    npm: str | None = None     # package@version, fetched with `npm pack` on the host
+    member: str | None = None  # file inside the npm tarball
+    host: str | None = None    # a host file (from a Debian package)
+    debian: str | None = None  # the Debian package that ships `host` (for the error message)
+
+
+@dataclass(frozen=True)
+class ModelApi:
+    url: str
+    key_env: str
+    key_header: str
+    base_url_env: str
+    key_prefix: str = ""
+    base_url_suffix: str = ""
+    placeholder_env: str | None = None
+    default_model: str | None = None
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    path: Path
+    description: str
+    command: str
+    resume: str | None = None
+    version: str | None = None
+    max_resumes: int = 0
+    path_dirs: tuple[str, ...] = ()
+    script: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    model_api: ModelApi | None = None
+    prices: dict[str, dict[str, float]] = field(default_factory=dict)
+    bundle: tuple[BundleItem, ...] = ()
+
+    def model(self, given: str | None) -> str | None:
+        return given or (self.model_api.default_model if self.model_api else None)
+
+    def price(self, model: str | None) -> dict[str, float] | None:
+        return self.prices.get(model or "")
+
+    def api_key(self, env: dict[str, str] | None = None) -> str | None:
+        """The key from the host's environment (the container only ever sees a placeholder)."""
+        if self.model_api is None:
+            return None
+        return (os.environ if env is None else env).get(self.model_api.key_env) or None
+
+
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    schema = yaml.safe_load(resources.files("sforge").joinpath("agent.schema.yaml").read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def available() -> list[str]:
+    return sorted(p.parent.name for p in AGENTS_DIR.glob("*/agent.toml"))
+
+
+def load_agent(name: str, root: Path = AGENTS_DIR) -> Agent:
+    path = root / name / "agent.toml"
+    if not path.is_file():
+        raise SforgeError(f"unknown agent {name!r}: no {path} "
+                          f"(available: {', '.join(available()) or 'none'})")
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise DefinitionError(path, None, f"not valid TOML: {exc}") from None
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        where = ".".join(str(p) for p in err.absolute_path) or None
+        raise DefinitionError(path, where, err.message)
+    api = data.get("model_api")
+    return Agent(
+        name=name, path=path, description=data["description"], command=data["command"],
+        resume=data.get("resume"), version=data.get("version"),
+        max_resumes=data.get("max_resumes", 0), path_dirs=tuple(data.get("path", [])),
+        script=data.get("script", False), env=dict(data.get("env", {})),
+        model_api=ModelApi(**api) if api else None, prices=data.get("prices", {}),
+        bundle=tuple(BundleItem(**item) for item in data.get("bundle", [])),
+    )

@@ -1,0 +1,262 @@
+"""`sforge run`, `sforge runs` and `sforge agents`: parse, call the run machinery, print."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import SforgeError
+from ..fileio import atomic_write_json, read_json
+from .spec import RunSpec, spec_path
+
+RUN_HELP = """\
+Run an agent on tasks: one Snakemake target per (run, task, repeat),
+<results>/<bench>/runs/<run>/<task>/<repeat>/run.json, made in the task's work container
+with the agent's bundle mounted read-only. Every submission (and the final workspace) is
+graded by the judge service: --service URL shares one, else one is started for this command
+and stopped at the end. A finished run is never redone; Ctrl-C grades each run's final
+workspace and records the attempt as interrupted (Ctrl-C again skips that), and running
+the same command again starts those runs afresh.
+
+agents: claude-code (ANTHROPIC_API_KEY), codex (OPENAI_API_KEY), script (--script FILE).
+The key stays on the host: the container reaches the model API only through sforge's proxy.
+"""
+
+
+def _spec_from_args(args, config: dict[str, Any], tasks: list[str]) -> RunSpec:
+    run_id = args.run_id or f"{args.agent}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
+    script = str(Path(args.script).resolve()) if args.script else None
+    return RunSpec(
+        id=run_id, agent=args.agent, tasks=tuple(tasks), repeats=args.repeat,
+        model=args.model, timeout_s=float(args.timeout or config.get("run_timeout_s", 3600)),
+        cpus=args.cpus, memory=args.memory, internet=args.internet, service=args.service,
+        max_tokens=args.max_tokens, max_cost=args.max_cost, max_resumes=args.max_resumes,
+        budget=args.budget, cooldown_s=args.cooldown, script=script, model_api=args.model_api)
+
+
+def _settled(spec: RunSpec) -> dict[str, Any]:
+    """What a run id stands for: its settings less the task list and where the service is."""
+    out = spec.as_config()
+    for key in ("tasks", "repeats", "service"):
+        out.pop(key)
+    return out
+
+
+def _save_spec(root: Path, spec: RunSpec) -> RunSpec:
+    """spec.json names the run's settings; the same id with other settings is refused."""
+    path = spec_path(root, spec.id)
+    stored = spec.as_config()
+    stored["service"] = None
+    if path.is_file():
+        old = RunSpec.from_config(read_json(path))
+        if _settled(old) != _settled(spec):
+            diff = sorted(k for k, v in _settled(spec).items() if _settled(old).get(k) != v)
+            raise SforgeError(f"run {spec.id} was started with other settings ({', '.join(diff)}"
+                              f" differ; see {path}): use a new --run-id")
+        tasks = tuple(dict.fromkeys([*old.tasks, *spec.tasks]))
+        stored.update(tasks=list(tasks), repeats=max(old.repeats, spec.repeats))
+    atomic_write_json(path, stored)
+    return spec
+
+
+def cmd_run(args) -> int:
+    from ..cli import _config, _pipeline
+    from .agents import load_agent
+    from .runner import install_signal_handlers
+    from .service import started_service
+    from .targets import run_targets
+
+    config = _config(args)
+    if not args.task:
+        raise SforgeError("give at least one --task ID")
+    agent = load_agent(args.agent)
+    if agent.script and not args.script:
+        raise SforgeError(f"agent {agent.name} runs a script: give --script FILE")
+    if agent.model_api and not agent.api_key() and not args.model_api:
+        print(f"sforge: warning: {agent.model_api.key_env} is not set: the model API will "
+              "refuse the agent", file=sys.stderr)
+    spec = _spec_from_args(args, config, args.task)
+    config["run"] = spec.as_config()
+    pipe = _pipeline(config)
+    pipe.config["run"] = spec.as_config()
+    pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
+    _save_spec(pipe.layout.root, spec)
+    targets = run_targets(pipe, spec)
+    missing = [t for t in targets if not t.exists()]
+    if not missing:
+        print(f"run {spec.id}: all {len(targets)} run(s) done; nothing to make")
+        return _print_runs(pipe, spec.id, args)
+    install_signal_handlers()
+    ok = False
+    if spec.service:
+        ok = _make(args, config, pipe, spec, missing)
+    else:
+        port = 0 if args.profile else None  # cluster jobs need a TCP address
+        with started_service(pipe, port=port) as svc:
+            print(f"sforge: judge service at {svc.url}", file=sys.stderr)
+            ok = _make(args, config, pipe, replace(spec, service=svc.url), missing)
+    code = _print_runs(pipe, spec.id, args)
+    return 0 if ok else (code or 1)
+
+
+def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
+    from ..cli import _workflow
+
+    config = dict(config, run=spec.as_config())
+    pipe.config["run"] = spec.as_config()
+    return _workflow(args, config, targets)
+
+
+# sforge runs -----------------------------------------------------------------------------
+def _alive(info: dict[str, Any]) -> bool:
+    if info.get("host") != socket.gethostname():
+        return True  # another machine's: trust the marker
+    try:
+        os.kill(int(info.get("pid", 0)), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Every (run, task, repeat) under results/<bench>/runs with its state."""
+    rows = []
+    for folder in sorted((root / "runs").glob(f"{run_id or '*'}/*/*")):
+        if not folder.is_dir() or not folder.name.isdigit():
+            continue
+        run, task = folder.parent.parent.name, folder.parent.name
+        record: dict[str, Any] = {}
+        state = "pending"
+        attempts = sorted(folder.glob("attempt-*.json"),
+                          key=lambda p: int(p.stem.split("-")[1]))
+        running = folder / "running.json"
+        if (folder / "run.json").is_file():
+            record, state = read_json(folder / "run.json"), "done"
+        elif running.is_file() and _alive(read_json(running)):
+            record, state = read_json(running), "running"
+        elif attempts:
+            record, state = read_json(attempts[-1]), "interrupted"
+        elapsed = record.get("elapsed_s")
+        if state == "running" and record.get("started_at"):
+            started = datetime.fromisoformat(record["started_at"])
+            elapsed = round((datetime.now(UTC) - started).total_seconds(), 1)
+        rows.append({"run": run, "task": task, "repeat": int(folder.name), "state": state,
+                     "agent": record.get("agent"), "best": record.get("best_score"),
+                     "rescaled": record.get("best_rescaled"), "rounds": record.get("rounds"),
+                     "elapsed_s": elapsed, "attempts": len(attempts),
+                     "stopped_by": record.get("stopped_by")})
+    return rows
+
+
+def _print_runs(pipe, run_id: str | None, args) -> int:
+    rows = list_runs(pipe.layout.root, run_id)
+    if getattr(args, "json", False):
+        print(json.dumps(rows, indent=2))
+        return 0
+    from tabulate import tabulate
+
+    print(tabulate(rows, headers="keys", tablefmt="simple") if rows else "(no runs)")
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from ..cli import _config, _pipeline
+
+    pipe = _pipeline(_config(args))
+    if args.cancel:
+        return _cancel(pipe, args.cancel)
+    return _print_runs(pipe, args.run, args)
+
+
+def _cancel(pipe, run_id: str) -> int:
+    """Ask a run's jobs to stop: they grade the final workspace and record run.json with
+    stopped_by=cancelled (so it is not redone)."""
+    folders = [f for f in sorted((pipe.layout.root / "runs" / run_id).glob("*/*"))
+               if f.is_dir() and not (f / "run.json").exists()]
+    if not (pipe.layout.root / "runs" / run_id).is_dir():
+        raise SforgeError(f"no run {run_id} under {pipe.layout.root / 'runs'}")
+    for folder in folders:
+        atomic_write_json(folder / "cancel", {"at": datetime.now(UTC).isoformat()})
+    print(f"run {run_id}: cancel asked of {len(folders)} unfinished run(s)")
+    return 0
+
+
+# sforge agents ---------------------------------------------------------------------------
+def cmd_agents(args) -> int:
+    from .agents import available, load_agent
+    from .bundle import bundle_digest, bundle_dir, ensure_bundle
+
+    for name in args.prepare or []:
+        path = ensure_bundle(load_agent(name))
+        print(f"{name}: bundle ready at {path}")
+    if args.prepare:
+        return 0
+    rows = []
+    for name in available():
+        agent = load_agent(name)
+        if agent.script:
+            state = "per run (--script)"
+        else:
+            try:
+                state = "prepared" if bundle_dir(agent, bundle_digest(agent)).is_dir() \
+                    else "not prepared"
+            except SforgeError as exc:
+                state = f"cannot prepare: {exc}"
+        api = agent.model_api
+        rows.append({"agent": name, "description": agent.description,
+                     "key": api.key_env if api else "-", "bundle": state})
+    from tabulate import tabulate
+
+    print(tabulate(rows, headers="keys", tablefmt="simple"))
+    return 0
+
+
+def add_parsers(sub, add, jobs_opt) -> None:
+    p = add(sub, "run", cmd_run, "run an agent on tasks (one Snakemake target per run)",
+            RUN_HELP)
+    p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
+    p.add_argument("--agent", "-a", required=True, metavar="NAME",
+                   help="agents/<NAME>/: claude-code, codex, script")
+    p.add_argument("--model", "-m", help="model name (default: the agent's default_model)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="the agent's wall clock (default: config run_timeout_s, 3600)")
+    p.add_argument("--run-id", metavar="R", help="run id (default: <agent>-<UTC time>)")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="K independent runs per task, each its own source (default 1)")
+    jobs_opt(p)
+    p.add_argument("--cpus", type=float, help="work container CPUs (default: the task's)")
+    p.add_argument("--memory", help="work container memory, e.g. 4g (default: the task's)")
+    net = p.add_mutually_exclusive_group()
+    net.add_argument("--internet", dest="internet", action="store_true", default=None,
+                     help="give the work container the internet")
+    net.add_argument("--no-internet", dest="internet", action="store_false",
+                     help="no network but sforge's sockets (default: the task's setting)")
+    p.add_argument("--service", metavar="URL",
+                   help="judge service to use (http://host:port or unix:///path); "
+                        "default: start one for this command")
+    p.add_argument("--max-tokens", type=int, metavar="N", help="stop a run at N model tokens")
+    p.add_argument("--max-cost", type=float, metavar="USD",
+                   help="stop a run at this model cost (prices in agents/<name>/agent.toml)")
+    p.add_argument("--max-resumes", type=int, metavar="N",
+                   help="restart an agent that exits early at most N times (default: agent's)")
+    p.add_argument("--budget", type=int, metavar="N", help="submissions allowed per run")
+    p.add_argument("--cooldown", type=float, metavar="S", help="seconds between submissions")
+    p.add_argument("--script", metavar="FILE", help="the script agent's /bin/sh script")
+    p.add_argument("--model-api", metavar="URL", help=argparse.SUPPRESS)  # tests: local server
+    p.add_argument("--json", action="store_true", help="print the run table as JSON")
+
+    p = add(sub, "runs", cmd_runs, "list agent runs (state, best score, elapsed); cancel one")
+    p.add_argument("--run", metavar="R", help="only this run")
+    p.add_argument("--cancel", metavar="R", help="stop run R's unfinished jobs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = add(sub, "agents", cmd_agents, "list agents; prepare their bundles on this machine")
+    p.add_argument("--prepare", nargs="+", metavar="NAME",
+                   help="download and assemble these agents' bundles (once per machine)")

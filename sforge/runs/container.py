@@ -1,0 +1,242 @@
+"""The work container of a run: the task's work image with its cpus, memory and cwd, no
+network, sforge's Unix sockets and the agent bundle mounted in, and the agent started in it
+with `docker exec` so that sforge keeps the wall clock and the workspace.
+
+Why `--network none` and Unix sockets: a container on a Docker `--internal` network has no
+internet but still reaches every host service bound to 0.0.0.0 (the bridge gateway, docker0,
+the host's own address), so it isolates from the internet, not from the host. Under
+`--network none` the container has only its own loopback; the judge service and the model
+proxy reach it as Unix sockets in a bind-mounted folder (/run/sforge), and the in-container
+helper's `relay` turns a loopback TCP port into that socket for clients that need TCP (a
+model CLI's base URL). No iptables, no sudo, and nothing else of the host answers.
+
+The container's main process is that relay (no `sleep` or shell loop needed in the image);
+docker-init is PID 1, so killing the container ends every process the agent started. The
+workspace is read back with `get_archive`, which also works on a stopped container: after a
+timeout the container is killed first and the final workspace packed from what it left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig, Mount
+
+from ..archive import ArchiveLimits, filter_submission
+from ..errors import InfrastructureError
+from ..judge import _owner_labels, sweep_stale_containers
+from ..model import SubmissionRules
+from ..units import parse_memory
+
+RUN_LABEL = "sforge.run"
+RUN_ID_LABEL = "sforge.run.id"
+SOCKET_DIR = "/run/sforge"        # bind-mounted host folder: service.sock, model.sock, prompt
+HELPER_DIR = "/opt/sforge/bin"    # sforge-submit and sforge-helper (one static binary)
+MODEL_PORT = 8765                 # the relay's loopback port for the model proxy
+_DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+@dataclass
+class WorkSpec:
+    image: str
+    cwd: str
+    env: dict[str, str]
+    helper: Path                       # the static helper binary on the host
+    socket_dir: Path                   # host folder mounted at SOCKET_DIR
+    bundle: Path | None = None         # host folder mounted read-only at agents.MOUNT
+    bundle_mount: str = "/opt/sforge/agent"
+    cpus: float | None = None
+    memory: str | None = None
+    internet: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None   # None: stopped (timeout, cap, Ctrl-C) before it exited
+    seconds: float
+
+
+class WorkContainer:
+    """create → start → exec agent (maybe again) → kill → workspace → remove (always)."""
+
+    def __init__(self, client: docker.DockerClient, spec: WorkSpec):
+        self.client = client
+        self.api = client.api
+        self.spec = spec
+        self.id: str | None = None
+
+    def _infra(self, what: str, exc: Exception) -> InfrastructureError:
+        return InfrastructureError(f"work container of {self.spec.image}: {what} failed: {exc}")
+
+    def image_path(self) -> str:
+        try:
+            env = self.api.inspect_image(self.spec.image)["Config"].get("Env") or []
+        except docker.errors.ImageNotFound:
+            raise InfrastructureError(f"work image {self.spec.image} not found on the Docker "
+                                      "daemon (build it: sforge build --task ID)") from None
+        except _DOCKER_ERRORS as exc:
+            raise self._infra("inspecting the image", exc) from None
+        for item in env:
+            if item.startswith("PATH="):
+                return item[5:]
+        return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def start(self) -> None:
+        s = self.spec
+        mounts = [
+            Mount(SOCKET_DIR, str(s.socket_dir), type="bind"),
+            Mount(f"{HELPER_DIR}/sforge-submit", str(s.helper), type="bind", read_only=True),
+            Mount(f"{HELPER_DIR}/sforge-helper", str(s.helper), type="bind", read_only=True),
+        ]
+        if s.bundle is not None:
+            mounts.append(Mount(s.bundle_mount, str(s.bundle), type="bind", read_only=True))
+        memory = parse_memory(s.memory) if s.memory else None
+        host_config = self.api.create_host_config(
+            init=True,
+            network_mode="bridge" if s.internet else "none",
+            nano_cpus=int(s.cpus * 1e9) if s.cpus else None,
+            mem_limit=memory, memswap_limit=memory,
+            mounts=mounts,
+            log_config=LogConfig(type="json-file", config={"max-size": "16m"}),
+        )
+        # The relay is the main process: a loopback port for TCP-only model clients.
+        relay = [f"{HELPER_DIR}/sforge-helper", "relay", f"127.0.0.1:{MODEL_PORT}",
+                 f"{SOCKET_DIR}/model.sock"]
+        try:
+            resp = self.api.create_container(
+                s.image, entrypoint=relay, command=[], working_dir=s.cwd,
+                environment=s.env, labels={**_owner_labels(RUN_LABEL), **s.labels},
+                host_config=host_config, detach=True, name=s.name)
+            self.id = resp["Id"]
+            self.api.start(self.id)
+        except docker.errors.ImageNotFound:
+            raise InfrastructureError(f"work image {s.image} not found on the Docker daemon "
+                                      "(build it: sforge build --task ID)") from None
+        except _DOCKER_ERRORS as exc:
+            raise self._infra("starting", exc) from None
+        # cwd must exist for the agent even when the image did not make it
+        self.run(["mkdir", "-p", s.cwd], check=False)
+
+    def run(self, cmd: list[str], check: bool = True, env: dict[str, str] | None = None
+            ) -> tuple[int, bytes]:
+        """A short command in the running container (setup steps, probes)."""
+        try:
+            ex = self.api.exec_create(self.id, cmd, environment=env)
+            out = self.api.exec_start(ex["Id"])
+            code = self.api.exec_inspect(ex["Id"])["ExitCode"]
+        except _DOCKER_ERRORS as exc:
+            raise self._infra(f"exec {cmd[0]}", exc) from None
+        if check and code != 0:
+            raise InfrastructureError(f"{' '.join(cmd)} failed in the work container "
+                                      f"({code}): {out.decode(errors='replace')[-500:]}")
+        return code, out
+
+    def exec_agent(self, script: str, env: dict[str, str], log: BinaryIO, deadline: float,
+                   should_stop: Callable[[], bool]) -> ExecResult:
+        """Run `script` with /bin/sh in cwd until it exits, the deadline passes, or
+        should_stop() says so; its output goes to `log`. On a stop the container is killed."""
+        started = time.monotonic()
+        try:
+            ex = self.api.exec_create(self.id, ["/bin/sh", "-c", script], environment=env,
+                                      workdir=self.spec.cwd)
+            stream = self.api.exec_start(ex["Id"], stream=True)
+        except _DOCKER_ERRORS as exc:
+            raise self._infra("starting the agent", exc) from None
+
+        def pump() -> None:
+            with contextlib.suppress(*_DOCKER_ERRORS, OSError, ValueError):
+                for chunk in stream:
+                    log.write(chunk)
+                    log.flush()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        while reader.is_alive():
+            if time.time() >= deadline or should_stop():
+                self.kill()
+                reader.join(10)
+                return ExecResult(None, time.monotonic() - started)
+            reader.join(0.2)
+        try:
+            info = self.api.exec_inspect(ex["Id"])
+        except _DOCKER_ERRORS as exc:
+            raise self._infra("reading the agent's exit code", exc) from None
+        if info.get("Running"):  # stream closed early: wait for the process
+            while self.api.exec_inspect(ex["Id"]).get("Running"):
+                if time.time() >= deadline or should_stop():
+                    self.kill()
+                    return ExecResult(None, time.monotonic() - started)
+                time.sleep(0.2)
+            info = self.api.exec_inspect(ex["Id"])
+        return ExecResult(info.get("ExitCode"), time.monotonic() - started)
+
+    def kill(self) -> None:
+        if self.id is None:
+            return
+        with contextlib.suppress(*_DOCKER_ERRORS):
+            self.api.kill(self.id)
+
+    def workspace(self, rules: SubmissionRules, limits: ArchiveLimits | None = None
+                  ) -> bytes | None:
+        """cwd as a .tar.gz of the submission paths minus exclude (the judge's own filter),
+        read from the container whether it runs or not. None when nothing is selected."""
+        cwd = PurePosixPath(self.spec.cwd)
+        try:
+            stream, _ = self.api.get_archive(self.id, str(cwd))
+        except docker.errors.NotFound:
+            return None
+        except _DOCKER_ERRORS as exc:
+            raise self._infra("reading the workspace", exc) from None
+        with tempfile.TemporaryFile() as raw, tempfile.NamedTemporaryFile(suffix=".tar") as flat:
+            for chunk in stream:
+                raw.write(chunk)
+            raw.seek(0)
+            # get_archive roots the tar at cwd's own name: make members relative to cwd
+            with tarfile.open(fileobj=raw, mode="r|") as src, \
+                    tarfile.open(fileobj=flat, mode="w", format=tarfile.GNU_FORMAT) as dst:
+                for m in src:
+                    parts = PurePosixPath(m.name).parts[1:]
+                    if not parts:
+                        continue
+                    m.name = str(PurePosixPath(*parts))
+                    dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+            flat.flush()
+            with filter_submission(Path(flat.name), rules, limits) as filtered:
+                if filtered.refused or not filtered.members:
+                    return None
+                buf = io.BytesIO()
+                with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
+                    gz.write(filtered.read_bytes())
+                return buf.getvalue()
+
+    def remove(self) -> None:
+        if self.id is None:
+            return
+        for _ in range(3):
+            try:
+                self.api.remove_container(self.id, force=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except _DOCKER_ERRORS:
+                time.sleep(0.5)
+
+
+def sweep_stale_work_containers(client: docker.DockerClient) -> list[str]:
+    """Work containers of sforge processes that died (kill -9): removed at the next run."""
+    return sweep_stale_containers(client, RUN_LABEL)

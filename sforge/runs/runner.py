@@ -1,0 +1,313 @@
+"""One agent run on one task: the function the run rule calls.
+
+register with the judge service (a fresh token per attempt) → host sockets (service relay,
+model proxy) → work container with the bundle and the helper → agent command, resumed while
+time remains → stop (agent done, timeout, token cap, Ctrl-C) → final workspace packed and
+graded as the last submission → token revoked → run.json. The container is always removed.
+
+A run that is interrupted (Ctrl-C, SIGTERM from a scheduler) still grades its final workspace
+and leaves attempt-<n>.json marked interrupted, but not run.json: its target stays missing, so
+making it again starts a fresh attempt with a new token, and its submissions are kept. A
+second Ctrl-C abandons the final grading and only removes the container.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import SforgeError
+from ..fileio import atomic_write_json
+from .agents import MOUNT, Agent, load_agent
+from .bundle import ensure_bundle
+from .container import MODEL_PORT, SOCKET_DIR, WorkContainer, WorkSpec, sweep_stale_work_containers
+from .prompt import build_prompt, submit_env
+from .proxy import HostSockets, ModelRoute
+from .spec import RunSpec, run_dir
+
+PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
+FINAL_WAIT_MARGIN_S = 120
+
+
+class Interrupted(SforgeError):
+    """The run was stopped by Ctrl-C or SIGTERM; its attempt is recorded, its target is not."""
+
+
+# Ctrl-C: the first asks every run of this process to stop and grade its workspace, the
+# second abandons the grading (containers are still removed), a third is Python's default.
+STOP = threading.Event()
+ABORT = threading.Event()
+
+
+def _on_signal(signum, frame) -> None:  # noqa: ARG001
+    if not STOP.is_set():
+        STOP.set()
+        print("\nsforge: stopping runs: grading their final workspaces "
+              "(Ctrl-C again to skip that)", flush=True)
+    elif not ABORT.is_set():
+        ABORT.set()
+        print("\nsforge: abandoning final grading; removing containers", flush=True)
+    else:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise KeyboardInterrupt
+
+
+def install_signal_handlers() -> None:
+    """From the main thread only (Python's rule): SIGINT and SIGTERM stop runs gracefully."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_signal)
+        signal.signal(signal.SIGTERM, _on_signal)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat(timespec="seconds")
+
+
+def _next_attempt(folder: Path) -> int:
+    return 1 + len(list(folder.glob("attempt-*.json")))
+
+
+class _Run:
+    def __init__(self, pipe, spec: RunSpec, task_id: str, repeat: int, output: Path):
+        self.pipe = pipe
+        self.spec = spec
+        self.task = pipe.bench.tasks[task_id]
+        self.repeat = repeat
+        self.output = output
+        self.folder = output.parent
+        self.agent: Agent = load_agent(spec.agent)
+        self.model = self.agent.model(spec.model)
+        self.stop_reason: str | None = None
+
+    def should_stop(self) -> bool:
+        if self.stop_reason is None:
+            if STOP.is_set():
+                self.stop_reason = "interrupted"
+            elif (self.folder / "cancel").exists():  # `sforge runs --cancel`
+                self.stop_reason = "cancelled"
+        return self.stop_reason is not None
+
+    def model_route(self, transcript: Path) -> ModelRoute | None:
+        api = self.agent.model_api
+        if api is None:
+            return None
+        price = self.agent.price(self.model)
+        if self.spec.max_cost is not None and price is None:
+            raise SforgeError(f"--max-cost needs a price for model {self.model!r}: add "
+                              f"[prices.{self.model}] to {self.agent.path}, or use --max-tokens")
+
+        def on_cap(reason: str) -> None:
+            self.stop_reason = self.stop_reason or "cap"
+
+        return ModelRoute(upstream=self.spec.model_api or api.url, key=self.agent.api_key(),
+                          key_header=api.key_header, key_prefix=api.key_prefix, price=price,
+                          max_tokens=self.spec.max_tokens, max_cost=self.spec.max_cost,
+                          transcript=transcript, on_cap=on_cap)
+
+    def env(self, image_path: str, token: str, deadline: float) -> dict[str, str]:
+        agent = self.agent
+        path = ":".join(["/opt/sforge/bin", *(f"{MOUNT}/{d}" for d in agent.path_dirs),
+                         image_path])
+        env = {
+            "PATH": path, "HOME": "/root",
+            "SFORGE_SERVICE": f"unix://{SOCKET_DIR}/service.sock", "SFORGE_TOKEN": token,
+            "SFORGE_AGENT": MOUNT, "SFORGE_PROMPT": f"{SOCKET_DIR}/prompt.md",
+            "SFORGE_DEADLINE": str(int(deadline)), "SFORGE_TASK": self.task.id,
+            **submit_env(self.task), **agent.env,
+        }
+        if self.model:
+            env["SFORGE_MODEL"] = self.model
+        if agent.model_api:
+            api = agent.model_api
+            env[api.base_url_env] = f"http://127.0.0.1:{MODEL_PORT}{api.base_url_suffix}"
+            if api.placeholder_env:
+                env[api.placeholder_env] = PLACEHOLDER_KEY
+        return env
+
+    def run(self) -> dict[str, Any]:
+        spec, task = self.spec, self.task
+        self.folder.mkdir(parents=True, exist_ok=True)
+        attempt = _next_attempt(self.folder)
+        bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
+        from ..targets import engine
+
+        client = engine().client
+        sweep_stale_work_containers(client)
+        started = _now()
+        deadline = time.time() + spec.timeout_s
+        log_path = self.folder / "agent.log"
+        transcript = self.folder / "transcript.jsonl"
+        route = self.model_route(transcript)
+        record: dict[str, Any] = {
+            "run": spec.id, "task": task.id, "repeat": self.repeat, "attempt": attempt,
+            "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
+            "started_at": _iso(started), "timeout_s": spec.timeout_s,
+        }
+        running = self.folder / "running.json"
+        atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
+        try:
+            return self._attempt(record, running, bundle, client, started, deadline, log_path,
+                                 transcript, route)
+        finally:
+            running.unlink(missing_ok=True)
+            (self.folder / "cancel").unlink(missing_ok=True)
+
+    def _attempt(self, record, running, bundle, client, started, deadline, log_path,
+                 transcript, route) -> dict[str, Any]:
+        from ..service.client import ServiceClient
+        from .service import run_service
+
+        spec, task, attempt = self.spec, self.task, record["attempt"]
+        sockets = Path(tempfile.mkdtemp(prefix="sforge-run-"))
+        os.chmod(sockets, 0o755)
+        host: HostSockets | None = None
+        box: WorkContainer | None = None
+        with run_service(self.pipe, spec.service) as service:
+            admin = ServiceClient(service.url, service.admin_token)
+            service_run = f"{spec.id}.{task.id}.{self.repeat}.{attempt}"
+            _, token = admin.register_run(
+                task=task.id, run_id=service_run, source=spec.source(self.repeat),
+                agent=spec.agent, model=self.model, budget=spec.budget,
+                cooldown_s=spec.cooldown_s, started_at=_iso(started))
+            record["service_run"] = service_run
+            try:
+                host = HostSockets(sockets, service.url, route)
+                host.start()
+                (sockets / "prompt.md").write_text(build_prompt(
+                    task, (task.dir / "instruction.md").read_text()
+                    if (task.dir / "instruction.md").is_file() else "",
+                    spec.timeout_s, _iso(datetime.fromtimestamp(deadline, UTC)),
+                    spec.budget, spec.cooldown_s))
+                box = WorkContainer(client, WorkSpec(
+                    image=self.pipe.refs[task.id]["work"].tag, cwd=task.environment.cwd,
+                    env={}, helper=_helper(), socket_dir=sockets, bundle=bundle,
+                    bundle_mount=MOUNT, cpus=spec.cpus_for(task), memory=spec.memory_for(task),
+                    internet=spec.internet_for(task),
+                    labels={"sforge.run.id": service_run}))
+                box.start()
+                env = self.env(box.image_path(), token, deadline)
+                record.update(self._agent_loop(box, env, deadline, log_path))
+                record["stopped_by"] = self.stop_reason or (
+                    "timeout" if record["timed_out"] else "agent")
+                box.kill()
+                record["final"] = None if ABORT.is_set() else self._final(
+                    box, ServiceClient(service.url, token))
+            finally:
+                if box is not None:
+                    box.remove()
+                if host is not None:
+                    host.stop()
+                shutil.rmtree(sockets, ignore_errors=True)
+                with contextlib.suppress(Exception):
+                    admin.end_run(service_run)
+            history = {} if ABORT.is_set() else admin.history(service_run)
+        ended = _now()
+        record.update(self._summary(history))
+        record.update({
+            "ended_at": _iso(ended), "elapsed_s": round((ended - started).total_seconds(), 3),
+            "interrupted": self.stop_reason == "interrupted",
+            "usage": route.usage.as_dict() if route else None,
+            "tokens": route.usage.total_tokens if route else None,
+            "log": log_path.name, "transcript": transcript.name if route else None,
+        })
+        atomic_write_json(self.folder / f"attempt-{attempt}.json", record)
+        if record["interrupted"]:
+            raise Interrupted(f"run {spec.id} task {task.id} repeat {self.repeat} interrupted "
+                              f"(attempt {attempt} recorded; run it again to start afresh)")
+        atomic_write_json(self.output, record)
+        return record
+
+    def _agent_loop(self, box: WorkContainer, env: dict[str, str], deadline: float,
+                    log_path: Path) -> dict[str, Any]:
+        agent = self.agent
+        max_resumes = self.spec.max_resumes if self.spec.max_resumes is not None \
+            else agent.max_resumes
+        resumes = 0
+        script = agent.command
+        with log_path.open("ab") as log:
+            while True:
+                log.write(f"[sforge] {_iso(_now())} starting: "
+                          f"{'resume' if resumes else 'command'}\n".encode())
+                res = box.exec_agent(script, env, log, deadline, self.should_stop)
+                log.write(f"[sforge] {_iso(_now())} agent "
+                          f"{'stopped' if res.exit_code is None else f'exited {res.exit_code}'}"
+                          "\n".encode())
+                if res.exit_code is None:
+                    break
+                if (agent.resume is None or resumes >= max_resumes or self.should_stop()
+                        or time.time() >= deadline - 5):
+                    break
+                resumes += 1
+                script = agent.resume
+        return {"exit_code": res.exit_code, "resumes": resumes,
+                "timed_out": res.exit_code is None and self.stop_reason is None}
+
+    def _final(self, box: WorkContainer, client) -> dict[str, Any] | None:
+        """Pack what the agent left and grade it as the run's last submission."""
+        from ..archive import ArchiveLimits
+        from ..service.client import ServiceError
+
+        data = box.workspace(self.task.submission,
+                             ArchiveLimits(**self.pipe.config.get("archive_limits", {})))
+        if data is None:
+            return None
+        try:
+            sub = client.submit(data, final=True)
+            if sub.get("state") in ("queued", "running"):
+                sub = client.wait(sub["id"], self.task.judge.timeout_sec + FINAL_WAIT_MARGIN_S)
+        except ServiceError as exc:
+            return {"error": str(exc)}
+        return _brief(sub)
+
+    def _summary(self, history: dict[str, Any]) -> dict[str, Any]:
+        subs = history.get("submissions", [])
+        best = history.get("best")
+        result = (best or {}).get("result") or {}
+        return {
+            "rounds": len(subs),
+            "submissions": [_brief(s) for s in subs],
+            "best_score": result.get("score"),
+            "best_rescaled": result.get("rescaled"),
+            "best_round": best.get("round") if best else None,
+            "direction": self.task.score.direction,
+        }
+
+
+def _brief(sub: dict[str, Any]) -> dict[str, Any]:
+    result = sub.get("result") or {}
+    return {"id": sub.get("id"), "round": sub.get("round"), "sha256": sub.get("sha256"),
+            "final": sub.get("final"), "state": sub.get("state"),
+            "elapsed_s": sub.get("elapsed_s"), "valid": result.get("valid"),
+            "score": result.get("score"), "rescaled": result.get("rescaled"),
+            "summary": result.get("summary"), "reason": result.get("reason")}
+
+
+def _helper() -> Path:
+    from ..helper import helper_binary
+
+    return Path(helper_binary())
+
+
+def run_target(pipe, spec: RunSpec, task_id: str, repeat: int) -> dict[str, Any]:
+    """Make results/<bench>/runs/<run>/<task>/<repeat>/run.json."""
+    if task_id not in pipe.bench.tasks:
+        raise SforgeError(f"unknown task {task_id}")
+    install_signal_handlers()
+    output = run_dir(pipe.layout.root, spec.id, task_id, repeat) / "run.json"
+    return _Run(pipe, spec, task_id, repeat, output).run()
+
+
+__all__ = ["ABORT", "STOP", "Interrupted", "install_signal_handlers", "run_target"]

@@ -1,0 +1,99 @@
+"""A run's settings (`sforge run` flags, or config `run:` for plain Snakemake), and where its
+products live: results/<bench>/runs/<run>/<task>/<repeat>/."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import SforgeError
+from ..model import Task
+from ..units import memory_mb
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+DEFAULT_TIMEOUT_S = 3600.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    id: str
+    agent: str
+    tasks: tuple[str, ...] = ()
+    repeats: int = 1
+    model: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    cpus: float | None = None        # None: the task's [environment] cpus
+    memory: str | None = None        # None: the task's [environment] memory
+    internet: bool | None = None     # None: the task's [environment] internet
+    service: str | None = None       # None: each job starts its own judge service
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    max_resumes: int | None = None   # None: the agent definition's
+    budget: int | None = None        # submissions per run (None: the service's default)
+    cooldown_s: float | None = None
+    script: str | None = None        # the script agent's script (absolute path)
+    model_api: str | None = None     # override the agent's API origin (tests: a local server)
+
+    def __post_init__(self) -> None:
+        if not RUN_ID.match(self.id):
+            raise SforgeError(f"run id {self.id!r}: use letters, digits, '_', '.', '-' "
+                              "(at most 64, starting with a letter or digit)")
+        if self.timeout_s <= 0:
+            raise SforgeError(f"--timeout {self.timeout_s}: expected seconds > 0")
+        if self.repeats < 1:
+            raise SforgeError(f"--repeat {self.repeats}: expected 1 or more")
+
+    @classmethod
+    def from_config(cls, data: dict[str, Any]) -> RunSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise SforgeError(f"run settings: unknown key(s) {', '.join(unknown)}")
+        values = dict(data)
+        values["tasks"] = tuple(values.get("tasks") or ())
+        return cls(**values)
+
+    def as_config(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tasks"] = list(self.tasks)
+        return out
+
+    def source(self, repeat: int) -> str:
+        """Each repeat is its own source in the scores tables."""
+        return f"run-{self.id}-{repeat}"
+
+    # the work container's size -------------------------------------------------------
+    def cpus_for(self, task: Task) -> float | None:
+        return self.cpus if self.cpus is not None else task.environment.cpus
+
+    def memory_for(self, task: Task) -> str | None:
+        return self.memory if self.memory is not None else task.environment.memory
+
+    def internet_for(self, task: Task) -> bool:
+        return self.internet if self.internet is not None else task.environment.internet
+
+    def threads_for(self, task: Task) -> int:
+        return max(1, math.ceil(self.cpus_for(task) or 1))
+
+    def mem_mb_for(self, task: Task) -> int:
+        memory = self.memory_for(task)
+        return memory_mb(memory) if memory else 1024
+
+    def runtime_min(self) -> int:
+        """Cluster wall clock: the agent's time, the final grading and a margin."""
+        return math.ceil(self.timeout_s / 60) + 15
+
+
+def run_dir(root: Path, run: str, task: str, repeat: int) -> Path:
+    return root / "runs" / run / task / str(repeat)
+
+
+def run_record(root: Path, run: str, task: str, repeat: int) -> Path:
+    return run_dir(root, run, task, repeat) / "run.json"
+
+
+def spec_path(root: Path, run: str) -> Path:
+    return root / "runs" / run / "spec.json"

@@ -1,0 +1,87 @@
+"""The functions the run rules call (rules/runs.smk), and the run settings they read: the
+config's `run:` entry when it names this run, else the spec.json `sforge run` wrote, so plain
+Snakemake can re-make a run's targets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import SforgeError
+from ..fileio import read_json
+from .agents import load_agent
+from .spec import RunSpec, run_record, spec_path
+
+
+def run_spec(pipe, run_id: str) -> RunSpec:
+    given = pipe.config.get("run")
+    if given and given.get("id") == run_id:
+        return RunSpec.from_config(given)
+    path = spec_path(pipe.layout.root, run_id)
+    if path.is_file():
+        return RunSpec.from_config(read_json(path))
+    raise SforgeError(f"no settings for run {run_id!r}: start it with `sforge run --run-id "
+                      f"{run_id} ...` or give config run: {{id: {run_id}, agent: ...}}")
+
+
+def _script(spec: RunSpec) -> Path | None:
+    return Path(spec.script) if spec.script else None
+
+
+def bundle_sentinel(pipe, run_id: str) -> str:
+    from .bundle import bundle_digest
+
+    spec = run_spec(pipe, run_id)
+    agent = load_agent(spec.agent)
+    return str(pipe.layout.root / "agents" / agent.name /
+               f"{bundle_digest(agent, _script(spec))}.json")
+
+
+def _known_specs(pipe) -> list[RunSpec]:
+    out = [RunSpec.from_config(pipe.config["run"])] if pipe.config.get("run") else []
+    for path in sorted((pipe.layout.root / "runs").glob("*/spec.json")):
+        out.append(RunSpec.from_config(read_json(path)))
+    return out
+
+
+def make_bundle_target(pipe, agent_name: str, digest: str, output: str) -> None:
+    """Prepare the bundle whose sources hash to `digest` (for the script agent: the script
+    of a run that asks for it)."""
+    from .bundle import bundle_digest, write_bundle_sentinel
+
+    agent = load_agent(agent_name)
+    scripts = [_script(s) for s in _known_specs(pipe) if s.agent == agent_name] \
+        if agent.script else [None]
+    for script in scripts:
+        if bundle_digest(agent, script) == digest:
+            write_bundle_sentinel(agent, Path(output), script)
+            return
+    raise SforgeError(f"agent {agent_name}: no run asks for bundle {digest} (its sources "
+                      "changed since planning?); run again")
+
+
+def run_threads(pipe, run_id: str, task_id: str) -> int:
+    return run_spec(pipe, run_id).threads_for(pipe.bench.tasks[task_id])
+
+
+def run_mem_mb(pipe, run_id: str, task_id: str) -> int:
+    return run_spec(pipe, run_id).mem_mb_for(pipe.bench.tasks[task_id])
+
+
+def run_runtime_min(pipe, run_id: str) -> int:
+    return run_spec(pipe, run_id).runtime_min()
+
+
+def run_targets(pipe, spec: RunSpec) -> list[Path]:
+    return [run_record(pipe.layout.root, spec.id, t, r)
+            for t in spec.tasks for r in range(spec.repeats)]
+
+
+def make_run_target(pipe, run_id: str, task_id: str, repeat: int) -> dict[str, Any]:
+    from .runner import run_target
+
+    return run_target(pipe, run_spec(pipe, run_id), task_id, repeat)
+
+
+__all__ = ["bundle_sentinel", "make_bundle_target", "make_run_target", "run_mem_mb",
+           "run_runtime_min", "run_spec", "run_targets", "run_threads"]

@@ -1,0 +1,128 @@
+"""The model proxy on the host: forwards only to the declared API, adds the key there,
+records usage and the transcript, stops at a cap. A real proxy on a real Unix socket in
+front of a scripted Messages-API server."""
+
+from __future__ import annotations
+
+import json
+
+import asyncio
+from types import SimpleNamespace
+
+import aiohttp
+import pytest
+
+from sforge.runs.proxy import HostSockets, ModelRoute, parse_usage
+
+from model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
+
+KEY = "sk-ant-test-SECRET-0123456789"
+
+
+@pytest.fixture
+def model():
+    server = ScriptedModel(commands=["echo hi"]).start()
+    yield server
+    server.stop()
+
+
+def _proxy(tmp_path, model, **kw):
+    caps: list[str] = []
+    route = ModelRoute(upstream=model.url, key=KEY, key_header="x-api-key",
+                       transcript=tmp_path / "transcript.jsonl", on_cap=caps.append,
+                       price={"input": 3.0, "output": 15.0}, **kw)
+    sock_dir = tmp_path / "s"
+    sock_dir.mkdir()
+    host = HostSockets(sock_dir, None, route)
+    host.start()
+    return host, route, _Client(sock_dir / "model.sock"), caps
+
+
+class _Client:
+    """A few blocking HTTP calls over a Unix socket (the container's relay does the same)."""
+
+    def __init__(self, sock):
+        self.sock = str(sock)
+
+    def request(self, method, path, headers=None, json=None):
+        async def go():
+            conn = aiohttp.UnixConnector(path=self.sock)
+            async with aiohttp.ClientSession(connector=conn) as session, \
+                    session.request(method, f"http://model{path}", headers=headers,
+                                    json=json) as resp:
+                text = await resp.text()
+                return SimpleNamespace(status_code=resp.status, text=text,
+                                       json=lambda: __import__("json").loads(text))
+        return asyncio.run(go())
+
+    def post(self, path, headers=None, json=None):
+        return self.request("POST", path, headers, json)
+
+    def get(self, path, headers=None):
+        return self.request("GET", path, headers)
+
+
+def _ask(client, stream=True):
+    return client.post("/v1/messages?beta=true", headers={"x-api-key": "sforge-placeholder-key"},
+                       json={"model": "m", "max_tokens": 100, "stream": stream,
+                             "tools": [{"name": "Bash"}],
+                             "messages": [{"role": "user", "content": "go"}]})
+
+
+def test_key_added_on_the_host_usage_and_transcript(tmp_path, model):
+    host, route, client, caps = _proxy(tmp_path, model)
+    try:
+        streamed = _ask(client)
+        plain = _ask(client, stream=False)
+    finally:
+        host.stop()
+    assert streamed.status_code == 200 and "tool_use" in streamed.text
+    assert plain.json()["content"][0]["name"] == "Bash"
+    # the upstream saw the real key, never the placeholder
+    assert [r["x-api-key"] for r in model.requests] == [KEY, KEY]
+    assert route.usage.calls == 2
+    assert route.usage.input_tokens == 2 * INPUT_TOKENS
+    assert route.usage.output_tokens == 2 * OUTPUT_TOKENS
+    assert route.usage.cost_usd == pytest.approx((200 * 3.0 + 40 * 15.0) / 1e6)
+    lines = [json.loads(x) for x in (tmp_path / "transcript.jsonl").read_text().splitlines()]
+    assert [x["usage"]["output_tokens"] for x in lines] == [OUTPUT_TOKENS, OUTPUT_TOKENS]
+    assert lines[0]["request"]["messages"][0]["content"] == "go"
+    assert any(e.get("type") == "message_delta" for e in lines[0]["response"])
+    assert KEY not in (tmp_path / "transcript.jsonl").read_text()
+    assert not caps
+
+
+def test_cap_stops_the_run_and_refuses_further_calls(tmp_path, model):
+    host, route, client, caps = _proxy(tmp_path, model, max_tokens=150)
+    try:
+        assert _ask(client).status_code == 200       # 120 tokens
+        assert _ask(client).status_code == 200       # 240: over the cap
+        refused = _ask(client)
+    finally:
+        host.stop()
+    assert caps and "max-tokens 150" in caps[0]
+    assert refused.status_code == 429 and "max-tokens" in refused.text
+    assert len(model.requests) == 2                  # the refused call never left the host
+
+
+def test_only_the_declared_api_is_reachable(tmp_path, model):
+    host, route, client, caps = _proxy(tmp_path, model)
+    try:
+        resp = client.get("/v1/models", headers={"host": "example.invalid"})
+        other = client.get("/v1/models")
+    finally:
+        host.stop()
+    # a foreign Host header changes nothing: the path goes to the declared API
+    assert resp.status_code == 404 and other.status_code == 404
+    assert all(r["path"] == "/v1/models" for r in model.requests)
+
+
+def test_usage_from_streams_and_replies():
+    anthropic = [{"type": "message_start", "message": {"usage": {"input_tokens": 7,
+                                                                 "output_tokens": 1}}},
+                 {"type": "message_delta", "usage": {"output_tokens": 30}}]
+    assert parse_usage(anthropic) == {"input_tokens": 7, "output_tokens": 30}
+    openai = [{"usage": {"prompt_tokens": 5, "completion_tokens": 9}}]
+    assert parse_usage(openai) == {"input_tokens": 5, "output_tokens": 9}
+    assert parse_usage([{"response": {"usage": {"input_tokens": 3, "output_tokens": 4}}}]) \
+        == {"input_tokens": 3, "output_tokens": 4}
