@@ -22,6 +22,7 @@ const usage = `usage:
   sforge-submit --list          this run's submissions and its best valid score
   sforge-submit --result ID     one submission's result (waits while it is graded)
   sforge-submit --no-wait       submit and print the submission id only
+  sforge-submit --final         the run's last submission (sforge sends the final workspace)
   sforge-helper relay [--once] LISTEN_ADDR UNIX_SOCKET
                                 forward TCP connections on LISTEN_ADDR (e.g. 127.0.0.1:8080)
                                 to UNIX_SOCKET

@@ -171,13 +171,15 @@ type history struct {
 }
 
 func submitMain(args []string) int {
-	list, wait, resultID := false, true, ""
+	list, wait, final, resultID := false, true, false, ""
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
 		case a == "--list" || a == "-l":
 			list = true
 		case a == "--no-wait":
 			wait = false
+		case a == "--final":
+			final = true
 		case a == "--result" || a == "-r":
 			if i+1 >= len(args) {
 				return fail("--result needs a submission id")
@@ -222,7 +224,11 @@ func submitMain(args []string) int {
 	_, _ = fw.Write(archive)
 	_ = mw.Close()
 	var sub submission
-	if err := s.do("POST", "/v1/submissions", body.Bytes(), mw.FormDataContentType(), &sub); err != nil {
+	url := "/v1/submissions"
+	if final {
+		url += "?final=true"
+	}
+	if err := s.do("POST", url, body.Bytes(), mw.FormDataContentType(), &sub); err != nil {
 		return report(err)
 	}
 	fmt.Printf("submission %d (round %d) accepted\n", sub.ID, sub.Round)

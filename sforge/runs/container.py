@@ -11,23 +11,19 @@ helper's `relay` turns a loopback TCP port into that socket for clients that nee
 model CLI's base URL). No iptables, no sudo, and nothing else of the host answers.
 
 The container's main process is that relay (no `sleep` or shell loop needed in the image);
-docker-init is PID 1, so killing the container ends every process the agent started. The
-workspace is read back with `get_archive`, which also works on a stopped container: after a
-timeout the container is killed first and the final workspace packed from what it left.
+docker-init is PID 1, so killing the container ends every process the agent started. At
+the end the container is killed (every process the agent started dies), started again with
+just the relay, and the helper packs and submits the final workspace.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
-import io
-import tarfile
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import BinaryIO
 
 import docker
@@ -35,10 +31,8 @@ import docker.errors
 import requests.exceptions
 from docker.types import LogConfig, Mount
 
-from ..archive import ArchiveLimits, filter_submission
 from ..errors import InfrastructureError
 from ..judge import _owner_labels, sweep_stale_containers
-from ..model import SubmissionRules
 from ..units import parse_memory
 
 RUN_LABEL = "sforge.run"
@@ -132,11 +126,11 @@ class WorkContainer:
         # cwd must exist for the agent even when the image did not make it
         self.run(["mkdir", "-p", s.cwd], check=False)
 
-    def run(self, cmd: list[str], check: bool = True, env: dict[str, str] | None = None
-            ) -> tuple[int, bytes]:
-        """A short command in the running container (setup steps, probes)."""
+    def run(self, cmd: list[str], check: bool = True, env: dict[str, str] | None = None,
+            workdir: str | None = None) -> tuple[int, bytes]:
+        """A short command in the running container (setup steps, probes, the final submit)."""
         try:
-            ex = self.api.exec_create(self.id, cmd, environment=env)
+            ex = self.api.exec_create(self.id, cmd, environment=env, workdir=workdir)
             out = self.api.exec_start(ex["Id"])
             code = self.api.exec_inspect(ex["Id"])["ExitCode"]
         except _DOCKER_ERRORS as exc:
@@ -191,38 +185,15 @@ class WorkContainer:
         with contextlib.suppress(*_DOCKER_ERRORS):
             self.api.kill(self.id)
 
-    def workspace(self, rules: SubmissionRules, limits: ArchiveLimits | None = None
-                  ) -> bytes | None:
-        """cwd as a .tar.gz of the submission paths minus exclude (the judge's own filter),
-        read from the container whether it runs or not. None when nothing is selected."""
-        cwd = PurePosixPath(self.spec.cwd)
+    def restart(self) -> None:
+        """Start the stopped container again: the agent's processes are gone, its files and
+        mounts are not, so the helper can pack the final workspace exactly as the agent's
+        own submissions were packed (same files, same archive, same eval key)."""
         try:
-            stream, _ = self.api.get_archive(self.id, str(cwd))
-        except docker.errors.NotFound:
-            return None
+            self.api.wait(self.id, timeout=30)
+            self.api.start(self.id)
         except _DOCKER_ERRORS as exc:
-            raise self._infra("reading the workspace", exc) from None
-        with tempfile.TemporaryFile() as raw, tempfile.NamedTemporaryFile(suffix=".tar") as flat:
-            for chunk in stream:
-                raw.write(chunk)
-            raw.seek(0)
-            # get_archive roots the tar at cwd's own name: make members relative to cwd
-            with tarfile.open(fileobj=raw, mode="r|") as src, \
-                    tarfile.open(fileobj=flat, mode="w", format=tarfile.GNU_FORMAT) as dst:
-                for m in src:
-                    parts = PurePosixPath(m.name).parts[1:]
-                    if not parts:
-                        continue
-                    m.name = str(PurePosixPath(*parts))
-                    dst.addfile(m, src.extractfile(m) if m.isfile() else None)
-            flat.flush()
-            with filter_submission(Path(flat.name), rules, limits) as filtered:
-                if filtered.refused or not filtered.members:
-                    return None
-                buf = io.BytesIO()
-                with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz:
-                    gz.write(filtered.read_bytes())
-                return buf.getvalue()
+            raise self._infra("restarting for the final workspace", exc) from None
 
     def remove(self) -> None:
         if self.id is None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -177,7 +178,8 @@ class _Run:
         box: WorkContainer | None = None
         with run_service(self.pipe, spec.service) as service:
             admin = ServiceClient(service.url, service.admin_token)
-            service_run = f"{spec.id}.{task.id}.{self.repeat}.{attempt}"
+            # unique even when results/ was wiped while the service kept its state
+            service_run = f"{spec.id}.{task.id}.{self.repeat}.a{attempt}.{secrets.token_hex(3)}"
             _, token = admin.register_run(
                 task=task.id, run_id=service_run, source=spec.source(self.repeat),
                 agent=spec.agent, model=self.model, budget=spec.budget,
@@ -204,7 +206,7 @@ class _Run:
                     "timeout" if record["timed_out"] else "agent")
                 box.kill()
                 record["final"] = None if ABORT.is_set() else self._final(
-                    box, ServiceClient(service.url, token))
+                    box, env, ServiceClient(service.url, token))
             finally:
                 if box is not None:
                     box.remove()
@@ -255,20 +257,24 @@ class _Run:
         return {"exit_code": res.exit_code, "resumes": resumes,
                 "timed_out": res.exit_code is None and self.stop_reason is None}
 
-    def _final(self, box: WorkContainer, client) -> dict[str, Any] | None:
-        """Pack what the agent left and grade it as the run's last submission."""
-        from ..archive import ArchiveLimits
+    def _final(self, box: WorkContainer, env: dict[str, str], client) -> dict[str, Any]:
+        """Pack what the agent left (the helper, in the restarted container) and grade it
+        as the run's last submission."""
+        import re
+
         from ..service.client import ServiceError
 
-        data = box.workspace(self.task.submission,
-                             ArchiveLimits(**self.pipe.config.get("archive_limits", {})))
-        if data is None:
-            return None
         try:
-            sub = client.submit(data, final=True)
-            if sub.get("state") in ("queued", "running"):
-                sub = client.wait(sub["id"], self.task.judge.timeout_sec + FINAL_WAIT_MARGIN_S)
-        except ServiceError as exc:
+            box.restart()
+            code, out = box.run(["sforge-submit", "--final", "--no-wait"], check=False,
+                                env=env, workdir=self.task.environment.cwd)
+            text = out.decode(errors="replace")
+            found = re.search(r"submission (\d+) \(round", text)
+            if code != 0 or not found:
+                return {"error": f"sforge-submit --final exited {code}: {text.strip()[-500:]}"}
+            sub = client.wait(int(found.group(1)),
+                              self.task.judge.timeout_sec + FINAL_WAIT_MARGIN_S)
+        except (ServiceError, SforgeError) as exc:
             return {"error": str(exc)}
         return _brief(sub)
 
