@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,11 +108,28 @@ def cmd_run(args) -> int:
 
 
 def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
+    """Snakemake in a worker thread: the main thread keeps sforge's SIGINT/SIGTERM handlers
+    (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
+    run threads working), so every run stops gracefully and grades its final workspace."""
     from ..cli import _workflow
 
     config = dict(config, run=spec.as_config())
     pipe.config["run"] = spec.as_config()
-    return _workflow(args, config, targets)
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["ok"] = _workflow(args, config, targets)
+        except BaseException as exc:  # re-raised in the main thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="sforge-snakemake", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.5)
+    if "error" in box:
+        raise box["error"]
+    return bool(box.get("ok"))
 
 
 # sforge runs -----------------------------------------------------------------------------

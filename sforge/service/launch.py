@@ -75,9 +75,9 @@ def start_service(benchmark: str | Path, results: str | Path, *,
     cmd = [sys.executable, "-m", "sforge", "-b", str(bench), "--results", str(results)]
     if config:
         cmd += ["--config", str(config)]
-    cmd += ["serve", "--host", host]
-    if port is not None:
-        cmd += ["--port", str(port)]
+    cmd += ["serve"]
+    if port is not None:  # no --host either: with a socket, `sforge serve` then listens only there
+        cmd += ["--host", host, "--port", str(port)]
     if socket:
         cmd += ["--socket", str(Path(socket).resolve())]
     if max_concurrent is not None:
