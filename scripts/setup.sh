@@ -60,7 +60,16 @@ fi
 command -v go >/dev/null || apt_install golang-go
 .venv/bin/python -c "from sforge.helper import helper_binary; helper_binary()"
 
-# 6. EdgeBench's blobs, built from the sources in git and served over file://
+# 6. Agent bundles (agents/<name>/agent.toml): the native claude-code and codex CLIs from npm,
+# musl's loader and bash-static from Debian, assembled once into ~/.cache/sforge (or
+# $SFORGE_CACHE) and mounted read-only into work containers; nothing installs in a container.
+apt_install musl bash-static
+command -v npm >/dev/null || apt_install npm
+if [ "${SFORGE_SETUP_AGENTS:-1}" = 1 ]; then
+  .venv/bin/sforge agents --prepare claude-code codex >/dev/null
+fi
+
+# 7. EdgeBench's blobs, built from the sources in git and served over file://
 if [ -f edgebench/blobs-src/make_blobs.py ]; then
   .venv/bin/python edgebench/blobs-src/make_blobs.py >/dev/null
 fi

@@ -4,17 +4,15 @@ front of a scripted Messages-API server."""
 
 from __future__ import annotations
 
-import json
-
 import asyncio
+import json
 from types import SimpleNamespace
 
 import aiohttp
 import pytest
+from model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
 
 from sforge.runs.proxy import HostSockets, ModelRoute, parse_usage
-
-from model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
 
 KEY = "sk-ant-test-SECRET-0123456789"
 

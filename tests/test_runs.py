@@ -4,7 +4,6 @@ short, so the archive that hangs times out quickly)."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil

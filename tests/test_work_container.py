@@ -1,0 +1,133 @@
+"""The work container of an `internet = false` run: a probe inside it tries the host's
+addresses, docker0, another container and an outside address, and fails on each; only the
+judge service, through sforge's Unix socket, answers. The same probe in a bridge container
+reaches the host, so the probe can tell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from sforge.helper import helper_binary
+from sforge.runs.container import WorkContainer, WorkSpec
+from sforge.runs.proxy import HostSockets
+
+pytestmark = pytest.mark.docker
+
+IMAGE = "python:3.11-slim-bookworm"
+OUTSIDE = "192.0.2.1"  # TEST-NET-1: documentation only, never routed
+
+PROBE = r"""
+import json, socket, sys
+out = {}
+for name, host, port in json.loads(sys.argv[1]):
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((host, port)); s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        out[name] = "reached: " + s.recv(100).decode(errors="replace")[:40]
+    except OSError as exc:
+        out[name] = "failed: " + str(exc)
+    finally:
+        s.close()
+u = socket.socket(socket.AF_UNIX)
+u.settimeout(5)
+try:
+    u.connect("/run/sforge/service.sock"); u.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+    out["service"] = "reached: " + u.recv(200).decode(errors="replace")
+except OSError as exc:
+    out["service"] = "failed: " + str(exc)
+print(json.dumps(out))
+"""
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802
+        body = b"hello from the host"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def host_server():
+    """An HTTP server on every host address (0.0.0.0), as careless host services are."""
+    server = ThreadingHTTPServer(("0.0.0.0", 0), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+@pytest.fixture
+def neighbour(docker_client):
+    c = docker_client.containers.run("busybox:1.36", ["httpd", "-f", "-p", "8080"],
+                                     detach=True, labels={"sforge.test": "neighbour"})
+    c.reload()
+    net = c.attrs["NetworkSettings"]
+    yield net["IPAddress"], net["Gateway"]  # the gateway is docker0, the host's side
+    c.remove(force=True)
+
+
+def _host_addresses() -> list[str]:
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()
+    return [a for a in out if ":" not in a]
+
+
+def _probe(client, tmp_path: Path, internet: bool, targets, service_url: str) -> dict:
+    folder = tmp_path / ("net" if internet else "none")
+    folder.mkdir()
+    host = HostSockets(folder, service_url, None)
+    host.start()
+    box = WorkContainer(client, WorkSpec(image=IMAGE, cwd="/work", env={}, helper=helper_binary(),
+                                         socket_dir=folder, internet=internet,
+                                         labels={"sforge.test": "probe"}))
+    try:
+        box.start()
+        code, out = box.run(["python3", "-c", PROBE, json.dumps(targets)], check=False)
+        assert code == 0, out
+        return json.loads(out.decode().strip().splitlines()[-1])
+    finally:
+        box.remove()
+        host.stop()
+
+
+def test_no_internet_reaches_only_the_service(docker_client, tmp_path, host_server, neighbour):
+    neighbour, gateway = neighbour
+    targets = [("docker0", gateway, host_server), ("container", neighbour, 8080),
+               ("outside", OUTSIDE, 80)]
+    targets += [(f"host {a}", a, host_server) for a in _host_addresses()]
+    service = f"http://127.0.0.1:{host_server}"
+
+    isolated = _probe(docker_client, tmp_path, False, targets, service)
+    for name, *_ in targets:
+        assert isolated[name].startswith("failed"), (name, isolated[name])
+    assert isolated["service"].startswith("reached: HTTP/1.0 200"), isolated["service"]
+
+    # control: on Docker's bridge the same probe reaches the host and the neighbour
+    bridged = _probe(docker_client, tmp_path, True, targets[:2], service)
+    assert bridged["docker0"].startswith("reached: HTTP/1.0 200"), bridged
+    assert bridged["container"].startswith("reached"), bridged
+
+
+def test_container_removed_and_swept(docker_client, tmp_path):
+    from sforge.runs.container import RUN_LABEL, sweep_stale_work_containers
+
+    box = WorkContainer(docker_client, WorkSpec(
+        image="busybox:1.36", cwd="/w", env={}, helper=helper_binary(), socket_dir=tmp_path,
+        labels={"sforge.test": "sweep", "sforge.owner.pid": "999999999"}))
+    box.start()
+    cid = box.id
+    # a dead owner's container (kill -9 of sforge) goes at the next run's sweep
+    assert cid in sweep_stale_work_containers(docker_client)
+    assert not docker_client.containers.list(all=True, filters={"id": cid,
+                                                                  "label": RUN_LABEL})
+    box.remove()  # already gone: no error
