@@ -111,7 +111,8 @@ def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
     """Snakemake in a worker thread: the main thread keeps sforge's SIGINT/SIGTERM handlers
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
-    from ..cli import _workflow
+    from ..cli import _execution
+    from ..orchestrate import run_workflow
 
     config = dict(config, run=spec.as_config())
     pipe.config["run"] = spec.as_config()
@@ -119,7 +120,7 @@ def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
 
     def work() -> None:
         try:
-            box["ok"] = _workflow(args, config, targets)
+            box["ok"] = run_workflow(config, targets, _execution(args))
         except BaseException as exc:  # re-raised in the main thread
             box["error"] = exc
 
