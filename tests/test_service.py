@@ -211,12 +211,26 @@ def test_queue_full_503_and_client_retries(bench):
         assert raw.status_code == 503, raw.text
         assert int(raw.headers["retry-after"]) >= 1
         assert admin.metrics()["rejected"] >= 1
-        # the client waits per Retry-After and gets in; the 503 spent no round
+        # both clients wait per Retry-After and get in; the 503 spent no round
+        from sforge.helper import helper_binary
+
+        ws = root / "ws-cap"
+        ws.mkdir(exist_ok=True)
+        (ws / "answer.txt").write_text("4\n")
+        helper = subprocess.Popen(
+            [str(helper_binary())], cwd=ws, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env={**os.environ, "SFORGE_SERVICE": handle.url, "SFORGE_TOKEN": token,
+                            "SFORGE_SUBMIT_PATHS": '["answer.txt"]'})
         third = client.submit(tgz({"answer.txt": "3"}))
-        assert client.retries >= 1 and third["round"] == 3
+        out, err = helper.communicate(timeout=120)
+        assert helper.returncode == 0, err
+        assert "service busy" in err and "VALID score=4" in out
+        assert client.retries >= 1
         scores = [client.wait(s["id"], timeout_s=120)["result"]["score"]
                   for s in (first, second, third)]
         assert scores == [1.0, 2.0, 3.0]
+        rounds = [s["round"] for s in client.history()["submissions"]]
+        assert rounds == [1, 2, 3, 4]
         # cancel drops a run's queued submissions and revokes its token
         blocker = client.submit(tgz({"answer.txt": "4", "sleep.txt": "2"}))
         while client.result(blocker["id"])["state"] != "running":
