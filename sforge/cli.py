@@ -139,7 +139,7 @@ def cmd_eval(args) -> int:
     if args.task not in pipe.bench.tasks:
         _report_broken(pipe)
     out = eval_archive(pipe, args.task, args.archive, args.source, args.timeout,
-                       _execution(args))
+                       _execution(args), force=args.force)
     result = out.result
     if out.already:
         print(f"sforge: already graded ({out.path})", file=sys.stderr)
@@ -166,7 +166,7 @@ def cmd_grade(args) -> int:
 
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
-    out = grade_pending(pipe, args.task, _execution(args))
+    out = grade_pending(pipe, args.task, _execution(args), again=args.regrade)
     print(f"sforge: {out.submissions} submission(s), {out.distinct} distinct: "
           f"{out.distinct - out.missing} up to date, {out.missing - out.failed} graded, "
           f"{out.failed} failed")
@@ -179,7 +179,7 @@ def cmd_report(args) -> int:
 
     pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
-    ok = make_report(pipe, _execution(args))
+    ok = make_report(pipe, _execution(args), again=args.regrade)
     if pipe.layout.leaderboard.exists():
         print(leaderboard_text(pipe.layout.leaderboard))
         print(f"\nreport: {pipe.layout.report}")
@@ -191,11 +191,40 @@ def cmd_check(args) -> int:
 
     config = _config(args)
     findings = check_benchmark(Path(config["benchmark"]))
+    if args.repeat:
+        findings += _repeat_findings(args, config)
     if findings:
         print(format_findings(findings))
     errors = [f for f in findings if f.severity == "error"]
     print(f"sforge check: {len(errors)} error(s), {len(findings) - len(errors)} warning(s)")
     return 1 if errors else 0
+
+
+def _repeat_findings(args, config) -> list:
+    """`check --repeat N`: each task's reference judged N times; differing verdicts are an
+    error (rule nondeterministic-grader), a task without a reference a warning."""
+    from .check import Finding
+    from .orchestrate import REFERENCE_SOURCE, repeat_references
+
+    if args.repeat < 2:
+        raise SforgeError("--repeat needs at least 2 runs to compare")
+    pipe = _pipeline(config)
+    outcomes, missing = repeat_references(pipe, args.task, args.repeat, _execution(args))
+    found = []
+    for out in outcomes:
+        task = pipe.bench.tasks[out.task]
+        seen = ", ".join(f"{'valid' if v else 'INVALID'} {s}" for v, s, _ in out.verdicts)
+        if out.differ:
+            found.append(Finding(task.toml_path, None, "nondeterministic-grader",
+                                 f"{args.repeat} runs of the judge on {out.archive.name} "
+                                 f"disagree: {seen}"))
+        else:
+            print(f"{out.task}: {args.repeat} runs agree ({seen.split(', ')[0]})")
+    for tid in missing:
+        found.append(Finding(pipe.bench.tasks[tid].toml_path, None, "nondeterministic-grader",
+                             f"no reference to repeat (submissions/{REFERENCE_SOURCE}/{tid}/)",
+                             "warning"))
+    return found
 
 
 # import -------------------------------------------------------------------------------
@@ -247,6 +276,12 @@ def cmd_serve(args) -> int:
 
 
 # parser -------------------------------------------------------------------------------
+def _regrade_opt(p) -> None:
+    p.add_argument("--regrade", action="extend", nargs="+", metavar="ID",
+                   help="grade these tasks' submissions again although results are stored "
+                        "(old results kept in evals/<task>/history/; tables use the newest)")
+
+
 def _add(sub, name: str, func: Callable, help_: str, desc: str | None = None):
     p = sub.add_parser(name, help=help_, description=desc or help_,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -321,16 +356,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", default="manual", help="who submitted it (default: manual)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="judge wall clock in seconds (default: [judge] timeout_sec)")
+    p.add_argument("--force", action="store_true",
+                   help="grade again although a result is stored (the old result is kept in "
+                        "<results>/<bench>/evals/<task>/history/; tables use the newest)")
 
     p = _add(sub, "grade", cmd_grade, "grade every archive of the submissions directory",
              "Grade <submissions>/<source>/<task>/<name>.tar.gz (optional sidecar\n"
              "<name>.json: submitted_at, elapsed_s, agent, model) and the store of\n"
              "`sforge eval`. Only new (archive, judge, settings) pairs are graded.")
     _task_opt(p)
+    _regrade_opt(p)
     _jobs_opt(p)
 
     p = _add(sub, "report", cmd_report,
              "grade what is pending, then make scores.csv, best.csv, leaderboard, report.html")
+    _regrade_opt(p)
     _jobs_opt(p)
 
     p = _add(sub, "serve", cmd_serve, "run the judge service (HTTP) that agents submit to",
@@ -357,7 +397,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="submissions waiting at most; beyond that HTTP 503 + Retry-After "
                         "(default: config service.max_pending)")
 
-    _add(sub, "check", cmd_check, "check the benchmark against edgebench/tasks/SCHEMA.md rules")
+    p = _add(sub, "check", cmd_check,
+             "check the benchmark against edgebench/tasks/SCHEMA.md rules",
+             "Check the benchmark against the task rules (no Docker). With --repeat N, also\n"
+             "judge each task's reference archive (submissions/reference/<task>/) N times in\n"
+             "fresh containers and flag a grader whose verdicts differ.")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="judge each task's reference N times; differing verdicts are an error")
+    _task_opt(p)
+    _jobs_opt(p)
 
     p = _add(sub, "import", cmd_import, "convert Harbor or Terminal-Bench tasks into a benchmark",
              "Convert Harbor or Terminal-Bench tasks (each SRC a task directory or a directory\n"

@@ -239,10 +239,22 @@ class EvalOutcome:
     notes: list[str] = field(default_factory=list)
 
 
+def regrade(pipe: Pipeline, ids: list[str] | None) -> int:
+    """Set the stored results of the tasks `ids` aside into history/, so they are graded
+    again (a grader that is not deterministic, an image rebuilt under the same tag); the
+    tables then use the new verdicts. → how many were set aside."""
+    from .results import retire
+
+    if not ids:
+        return 0
+    return sum(retire(p) is not None for p in sorted({p for _, p in pipe.records(ids)}))
+
+
 def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
-                 timeout: float | None, ex: Execution, stdin: IO[bytes] | None = None
-                 ) -> EvalOutcome:
-    """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge."""
+                 timeout: float | None, ex: Execution, stdin: IO[bytes] | None = None,
+                 force: bool = False) -> EvalOutcome:
+    """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge; with
+    `force`, grade it again although a result is stored (the old one goes to history/)."""
     from .results import EvalResult
     from .submissions import store_archive
     from .targets import grade
@@ -264,6 +276,10 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
                                                                    timeout_sec=timeout))
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)
+    if force:
+        from .results import retire
+
+        retire(out)
     if out.exists():
         return EvalOutcome(target, EvalResult.read(out), out, already=True)
     sweep()
@@ -279,7 +295,10 @@ class GradeOutcome:
     failed: int
 
 
-def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution) -> GradeOutcome:
+def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
+                  again: list[str] | None = None) -> GradeOutcome:
+    """Grade what has no result; `again` names tasks whose results are graded anew."""
+    regrade(pipe, again)
     records = pipe.records(ids)
     paths = sorted({p for _, p in records})
     missing = [p for p in paths if not p.exists()]
@@ -292,8 +311,10 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution) -> Grade
     return GradeOutcome(len(records), len(paths), len(missing), len(still))
 
 
-def make_report(pipe: Pipeline, ex: Execution) -> bool:
-    """Grade what is pending, then make the tables and report.html; True when all made."""
+def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
+    """Grade what is pending (and the tasks `again` anew), then make the tables and
+    report.html; True when all made."""
+    regrade(pipe, again)
     prepare_images(pipe, None)
     # Pending results are targets of their own: Snakemake does not remake a missing
     # intermediate file when what depends on it is present.
@@ -301,3 +322,52 @@ def make_report(pipe: Pipeline, ex: Execution) -> bool:
     if pending:
         sweep()
     return run_workflow(pipe.config, [*pending, pipe.layout.report], ex)
+
+
+# check --repeat ------------------------------------------------------------------------
+REFERENCE_SOURCE = "reference"
+
+
+@dataclass
+class RepeatOutcome:
+    """A task's reference archive judged several times, and whether the verdicts agree."""
+    task: str
+    archive: Path
+    verdicts: list[tuple[bool, float | None, str]]  # (valid, score, reason or summary)
+
+    @property
+    def differ(self) -> bool:
+        return len({(v, s) for v, s, _ in self.verdicts}) > 1
+
+
+def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
+                      ex: Execution) -> tuple[list[RepeatOutcome], list[str]]:
+    """Judge each selected task's reference archive(s) (source "reference" in the
+    submissions) `times` times in fresh containers; nothing is stored as a result. A grader
+    whose verdicts differ passes or fails by chance (timing, randomness, network).
+    → outcomes, and the tasks that have no reference to judge."""
+    from .archive import ArchiveLimits
+    from .judge import run_judge
+    from .targets import engine
+
+    outcomes: list[RepeatOutcome] = []
+    tasks = pipe.tasks(ids)
+    refs = {t.id: [s for s in pipe.submissions() if s.task == t.id
+                   and s.source == REFERENCE_SOURCE] for t in tasks}
+    missing = [t for t, subs in refs.items() if not subs]
+    if any(refs.values()):
+        sweep()
+    limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
+    for task in tasks:
+        if not refs[task.id]:
+            continue
+        ensure_judge(pipe, task.id, ex)
+        tag = pipe.refs[task.id]["judge"].tag
+        for sub in refs[task.id]:
+            verdicts = []
+            for i in range(times):
+                log = pipe.layout.root / "check" / "repeat" / task.id / f"{sub.sha256[:12]}-{i}.log"
+                r = run_judge(engine().client, tag, task, sub.path, limits=limits, log_path=log)
+                verdicts.append((r.valid, r.score, r.reason or r.summary))
+            outcomes.append(RepeatOutcome(task.id, sub.path, verdicts))
+    return outcomes, missing

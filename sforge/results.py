@@ -2,17 +2,26 @@
 
 Only a grader's verdict becomes a result (valid or invalid, with a reason); infrastructure
 failures raise instead, so no file is written and the next run retries.
+
+A result is never lost: one that is replaced (a re-grade on purpose, `--force`/`--regrade`)
+goes to evals/<task>/history/<key>.<when>.<pid>.<why>.json; the tables read only the newest,
+evals/<task>/<key>.json.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .fileio import atomic_write_json, read_json
+
+HISTORY_DIR = "history"
 
 
 def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any]) -> str:
@@ -71,8 +80,52 @@ class EvalResult:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def write(self, path: Path) -> None:
+        """Store atomically; a result it replaces is kept in history/ first."""
+        path = Path(path)
+        if path.exists():
+            _keep_in_history(path, "superseded")
         atomic_write_json(path, self.to_dict())
 
     @classmethod
     def read(cls, path: Path) -> EvalResult:
         return cls.from_dict(read_json(path))
+
+
+def history_path(path: Path, why: str) -> Path:
+    """Where a result file set aside goes: evals/<task>/history/<key>.<when>.<pid>.<why>.json"""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    return path.parent / HISTORY_DIR / f"{path.stem}.{stamp}.{os.getpid()}.{why}{path.suffix}"
+
+
+def _keep_in_history(path: Path, why: str) -> Path | None:
+    """A hard link (else a copy) of `path` in history/; None when it vanished meanwhile."""
+    dest = history_path(path, why)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(path, dest)
+    except FileNotFoundError:
+        return None
+    except FileExistsError:
+        return dest
+    except OSError:  # no hard links on this filesystem
+        try:
+            shutil.copy2(path, dest)
+        except FileNotFoundError:
+            return None
+    return dest
+
+
+def retire(path: Path, why: str = "regraded") -> Path | None:
+    """Move a stored result (and its log) into history/, so its key is graded again and the
+    old verdict stays readable; → where the result went, None when there was none."""
+    path = Path(path)
+    dest = history_path(path, why)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(path, dest)
+    except FileNotFoundError:
+        return None
+    log = path.with_suffix(".log")
+    if log.exists():
+        os.replace(log, dest.with_suffix(".log"))
+    return dest
