@@ -16,6 +16,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
+# Tasks written for `sforge import` carry their own pytest files: data, not this suite's tests.
+collect_ignore = ["import_fixtures"]
 
 
 @pytest.fixture(scope="session")
