@@ -21,8 +21,10 @@ include: "rules/report.smk"
 include: "rules/runs.smk"
 
 
-# Aggregation is a second of pandas: never worth a cluster job.
+# Aggregation is a second of pandas: never worth a cluster job. An agent bundle is made on
+# the submitting host (a run job on another node makes it there too, from the same sources).
 localrules:
+    agent_bundle,
     all,
     images,
     grade,

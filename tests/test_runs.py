@@ -171,3 +171,47 @@ def test_bad_run_flags(edge, tmp_path):
     script.write_text("true\n")
     proc = edge.run("run", "--agent", "script", "--script", str(script), "--task", "nope")
     assert proc.returncode == 2 and "unknown task" in proc.stderr
+
+
+KEY = "sk-ant-test-" + "5ec2e7" * 4  # what a real key looks like to grep
+KEYLIKE = "sk-ant-test-[0-9a-f]\\{8\\}"  # a pattern that matches the key, not itself
+
+
+def test_claude_code_end_to_end_through_the_key_adding_proxy(edge, tmp_path, docker_client):
+    """The real claude CLI (native build from the bundle) against a scripted Messages-API
+    server on loopback, through sforge's proxy: it writes a solution with its Bash tool,
+    submits it with sforge-submit, and looks for the key in its env and files."""
+    from model_server import ScriptedModel
+
+    model = ScriptedModel(commands=[
+        "printf 'print(1)\\n' > semver.py && sforge-submit; echo SUBMITTED",
+        f"if env | /bin/grep -q '{KEYLIKE}'; then echo ENV-LEAK; else echo ENV-CLEAN; fi; "
+        f"if /bin/grep -rsq '{KEYLIKE}' / --exclude-dir=proc --exclude-dir=sys; "
+        "then echo FILE-LEAK; else echo FILE-CLEAN; fi",
+    ]).start()
+    try:
+        proc = edge.run("run", "--agent", "claude-code", "--task", "semver_ranges",
+                        "--run-id", "claude1", "--timeout", "240", "--max-resumes", "0",
+                        "--model-api", model.url, env={"ANTHROPIC_API_KEY": KEY})
+    finally:
+        model.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = edge.results / edge.name / "runs" / "claude1" / "semver_ranges" / "0"
+    rec = json.loads((folder / "run.json").read_text())
+    # the graded submission made through the Bash tool, then the final workspace
+    assert rec["rounds"] == 2 and rec["submissions"][0]["state"] == "done"
+    assert rec["submissions"][0]["valid"] is not None and rec["final"]["final"]
+    assert rec["final"]["sha256"] == rec["submissions"][0]["sha256"]
+    # the upstream got the real key on every call; the container sent only a placeholder
+    assert model.requests and {r["x-api-key"] for r in model.requests} == {KEY}
+    tool_output = json.dumps([r["body"]["messages"] for r in model.requests[-1:]])
+    assert "SUBMITTED" in tool_output and "(round 1)" in tool_output
+    assert "ENV-CLEAN" in tool_output and "FILE-CLEAN" in tool_output, tool_output[-2000:]
+    # token usage from the replies, and the transcript beside the record
+    assert rec["usage"]["calls"] == len(model.requests) and rec["tokens"] > 0
+    assert (folder / "transcript.jsonl").read_text().count("\n") == len(model.requests)
+    # nothing sforge wrote holds the key: records, transcript, logs, service state
+    for path in (edge.results).rglob("*"):
+        if path.is_file() and path.stat().st_size < 50 << 20:
+            assert KEY.encode() not in path.read_bytes(), path
+    assert not run_containers(docker_client, "claude1")

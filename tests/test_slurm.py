@@ -220,3 +220,24 @@ def test_plain_snakemake_with_the_profile_grades(slurm, minibench, tmp_path):
         return out
 
     assert len(evals(plain)) == 20 and evals(plain) == evals(local)
+
+
+def test_agent_run_through_slurm(slurm, tmp_path, docker_client):
+    """`sforge run --profile slurm`: the run job runs inside SLURM and reaches the judge
+    service that `sforge run` started, through its relay."""
+    from conftest import FIXTURES, Sforge, copy_bench, remove_images
+
+    name = copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
+    sf = Sforge(tmp_path / "bench", tmp_path / "results", name)
+    script = tmp_path / "agent.sh"
+    script.write_text("echo 7 > answer.txt; sforge-submit\n")
+    try:
+        sforge(sf, sf.results, "run", "--agent", "script", "--script", str(script),
+               "--task", "quick", "--run-id", "s1", "--timeout", "120", "--profile", "slurm",
+               timeout=600)
+        rec = json.loads((sf.results / name / "runs" / "s1" / "quick" / "0" / "run.json")
+                         .read_text())
+    finally:
+        remove_images(docker_client, name)
+    assert rec["slurm_job"] and rec["slurm_job"] != "none"
+    assert rec["best_score"] == 7 and rec["rounds"] == 2

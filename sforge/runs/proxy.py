@@ -156,6 +156,7 @@ class HostSockets:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
                                         name="sforge-run-sockets")
         self._cleanup: list[Any] = []
+        self._relays: set[asyncio.Task] = set()
         self._session: ClientSession | None = None
         self._lock = threading.Lock()
 
@@ -193,6 +194,10 @@ class HostSockets:
             self._cleanup.append(runner)
 
     async def _stop(self) -> None:
+        for task in list(self._relays):
+            task.cancel()
+        if self._relays:
+            await asyncio.gather(*self._relays, return_exceptions=True)
         for item in self._cleanup:
             if isinstance(item, web.AppRunner):
                 await item.cleanup()
@@ -212,6 +217,10 @@ class HostSockets:
         return await asyncio.open_connection(parts.hostname, parts.port or 80)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._relays.add(task)
+            task.add_done_callback(self._relays.discard)
         try:
             up_reader, up_writer = await self._open_service()
         except OSError:

@@ -156,6 +156,7 @@ class _Run:
             "run": spec.id, "task": task.id, "repeat": self.repeat, "attempt": attempt,
             "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
             "started_at": _iso(started), "timeout_s": spec.timeout_s,
+            "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
         }
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
