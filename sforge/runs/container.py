@@ -123,8 +123,6 @@ class WorkContainer:
                                       "(build it: sforge build --task ID)") from None
         except _DOCKER_ERRORS as exc:
             raise self._infra("starting", exc) from None
-        # cwd must exist for the agent even when the image did not make it
-        self.run(["mkdir", "-p", s.cwd], check=False)
 
     def run(self, cmd: list[str], check: bool = True, env: dict[str, str] | None = None,
             workdir: str | None = None) -> tuple[int, bytes]:

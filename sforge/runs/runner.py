@@ -92,6 +92,7 @@ class _Run:
         self.agent: Agent = load_agent(spec.agent)
         self.model = self.agent.model(spec.model)
         self.stop_reason: str | None = None
+        self.t0 = time.monotonic()
 
     def should_stop(self) -> bool:
         if self.stop_reason is None:
@@ -143,9 +144,14 @@ class _Run:
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
+        from ..build import ensure_local
         from ..targets import engine
 
-        client = engine().client
+        eng = engine()
+        work = self.pipe.refs[task.id]["work"]
+        if self.pipe.registry and eng.image_id(work.tag) is None:
+            ensure_local(self.pipe, eng, work)  # a cluster node: the work image from the registry
+        client = eng.client
         sweep_stale_work_containers(client)
         started = _now()
         deadline = time.time() + spec.timeout_s
@@ -202,7 +208,7 @@ class _Run:
                     labels={"sforge.run.id": service_run}))
                 box.start()
                 env = self.env(box.image_path(), token, deadline)
-                record.update(self._agent_loop(box, env, deadline, log_path))
+                record.update(self._agent_loop(box, env, deadline, log_path, record))
                 record["stopped_by"] = self.stop_reason or (
                     "timeout" if record["timed_out"] else "agent")
                 box.kill()
@@ -234,7 +240,7 @@ class _Run:
         return record
 
     def _agent_loop(self, box: WorkContainer, env: dict[str, str], deadline: float,
-                    log_path: Path) -> dict[str, Any]:
+                    log_path: Path, record: dict[str, Any]) -> dict[str, Any]:
         agent = self.agent
         max_resumes = self.spec.max_resumes if self.spec.max_resumes is not None \
             else agent.max_resumes
@@ -244,6 +250,8 @@ class _Run:
             while True:
                 log.write(f"[sforge] {_iso(_now())} starting: "
                           f"{'resume' if resumes else 'command'}\n".encode())
+                if not resumes:  # job start → container up, bundle in, prompt written
+                    record["startup_s"] = round(time.monotonic() - self.t0, 3)
                 res = box.exec_agent(script, env, log, deadline, self.should_stop)
                 log.write(f"[sforge] {_iso(_now())} agent "
                           f"{'stopped' if res.exit_code is None else f'exited {res.exit_code}'}"
