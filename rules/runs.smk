@@ -19,6 +19,8 @@ rule agent_run:
         bundle=lambda w: ancient(R.bundle_sentinel(P, w.run)),
     output:
         str(P.layout.root / "runs" / "{run}" / "{task}" / "{repeat}" / "run.json"),
+    log:
+        str(P.layout.root / "runs" / "{run}" / "{task}" / "{repeat}" / "agent.log"),
     wildcard_constraints:
         task=ids_regex(P.bench.tasks),
         repeat="[0-9]+",

@@ -281,8 +281,13 @@ class _Run:
             found = re.search(r"submission (\d+) \(round", text)
             if code != 0 or not found:
                 return {"error": f"sforge-submit --final exited {code}: {text.strip()[-500:]}"}
-            sub = client.wait(int(found.group(1)),
-                              self.task.judge.timeout_sec + FINAL_WAIT_MARGIN_S)
+            sub_id = int(found.group(1))
+            deadline = time.monotonic() + self.task.judge.timeout_sec + FINAL_WAIT_MARGIN_S
+            sub = client.result(sub_id)
+            # short polls: a second Ctrl-C stops waiting at once
+            while sub.get("state") in ("queued", "running") and not ABORT.is_set() \
+                    and time.monotonic() < deadline:
+                sub = client.result(sub_id, wait_s=2)
         except (ServiceError, SforgeError) as exc:
             return {"error": str(exc)}
         return _brief(sub)

@@ -47,5 +47,7 @@ def started_service(pipe, port: int | None = None) -> Iterator[ServiceRef]:
         yield ServiceRef(handle.address if port is None else str(handle.url),
                          handle.admin_token)
     finally:
-        handle.stop()
+        from .runner import ABORT
+
+        handle.stop(timeout=5 if ABORT.is_set() else 90)  # a second Ctrl-C: no long drain
         shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,98 @@
+"""Run targets without `sforge run`: plain Snakemake makes one from config (starting its own
+judge service), and `sforge runs --cancel` stops a running one. A busybox task whose judge
+answers at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from conftest import FIXTURES, REPO, Sforge, copy_bench, remove_images
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def svcbench(tmp_path, docker_client):
+    name = copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
+    yield Sforge(tmp_path / "bench", tmp_path / "results", name)
+    remove_images(docker_client, name)
+
+
+def test_plain_snakemake_makes_a_run(svcbench, tmp_path):
+    script = tmp_path / "a.sh"
+    script.write_text("echo 6 > answer.txt; sforge-submit\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "benchmark": str(svcbench.bench), "results": str(svcbench.results),
+        "run": {"id": "plain", "agent": "script", "script": str(script), "timeout_s": 60}}))
+    target = svcbench.results / svcbench.name / "runs" / "plain" / "quick" / "0" / "run.json"
+    proc = subprocess.run([sys.executable, "-m", "snakemake", str(target), "--cores", "2",
+                           "--configfile", str(config)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads(target.read_text())
+    assert rec["best_score"] == 6 and rec["rounds"] == 2 and rec["final"]["final"]
+    # the run is in `sforge runs`, done
+    listed = json.loads(svcbench.run("runs", "--json", check=True).stdout)
+    assert [(r["run"], r["state"]) for r in listed] == [("plain", "done")]
+
+
+def test_cancel_a_running_run(svcbench, tmp_path):
+    script = tmp_path / "slow.sh"
+    script.write_text("echo 3 > answer.txt; echo WRITTEN; sleep 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sforge", "-b", str(svcbench.bench), "--results",
+         str(svcbench.results), "run", "--agent", "script", "--script", str(script),
+         "--task", "quick", "--run-id", "c1", "--timeout", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    folder = svcbench.results / svcbench.name / "runs" / "c1" / "quick" / "0"
+    deadline = time.monotonic() + 120
+    log = folder / "agent.log"
+    while not (log.exists() and "WRITTEN" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.2)
+    listed = json.loads(svcbench.run("runs", "--run", "c1", "--json", check=True).stdout)
+    assert listed[0]["state"] == "running"
+    started = time.monotonic()
+    svcbench.run("runs", "--cancel", "c1", check=True)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 60  # not the script's 100 s
+    rec = json.loads((folder / "run.json").read_text())
+    assert rec["stopped_by"] == "cancelled" and not rec["interrupted"]
+    assert rec["final"]["score"] == 3  # the workspace it left was graded
+
+
+def test_second_ctrl_c_leaves_no_container(svcbench, tmp_path, docker_client):
+    import os
+    import signal
+
+    script = tmp_path / "slow.sh"
+    script.write_text("echo 4 > answer.txt; echo WRITTEN; sleep 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sforge", "-b", str(svcbench.bench), "--results",
+         str(svcbench.results), "run", "--agent", "script", "--script", str(script),
+         "--task", "quick", "--run-id", "i1", "--timeout", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    folder = svcbench.results / svcbench.name / "runs" / "i1" / "quick" / "0"
+    log = folder / "agent.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "WRITTEN" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole group
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)   # and again
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode != 0, out
+    assert "abandoning final grading" in out
+    assert not (folder / "run.json").exists()
+    attempt = json.loads((folder / "attempt-1.json").read_text())
+    assert attempt["interrupted"]
+    assert not [c for c in docker_client.containers.list(all=True, filters={"label": "sforge.run"})
+                if c.labels.get("sforge.run.id", "").startswith("i1.")]
