@@ -96,3 +96,36 @@ def test_second_ctrl_c_leaves_no_container(svcbench, tmp_path, docker_client):
     assert attempt["interrupted"]
     assert not [c for c in docker_client.containers.list(all=True, filters={"label": "sforge.run"})
                 if c.labels.get("sforge.run.id", "").startswith("i1.")]
+
+
+def _claude(svcbench, model, run_id, *extra):
+    return svcbench.run("run", "--agent", "claude-code", "--task", "quick", "--run-id", run_id,
+                        "--timeout", "120", "--model-api", model.url, *extra,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-plain"})
+
+
+def test_claude_in_busybox_resumes_then_stops_at_a_token_cap(svcbench):
+    """claude-code in a busybox-only work image (musl's loader and bash-static from the
+    bundle): when it finishes early its resume command restarts it (bounded); a token cap
+    stops a run."""
+    from model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
+
+    model = ScriptedModel(commands=["echo 9 > answer.txt && sforge-submit"]).start()
+    try:
+        done = _claude(svcbench, model, "resumed", "--max-resumes", "2")
+        calls = len(model.requests)
+        capped = _claude(svcbench, model, "capped",
+                         "--max-tokens", str(INPUT_TOKENS + OUTPUT_TOKENS + 1))
+    finally:
+        model.stop()
+    root = svcbench.results / svcbench.name / "runs"
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = json.loads((root / "resumed" / "quick" / "0" / "run.json").read_text())
+    assert rec["best_score"] == 9 and rec["resumes"] == 2 and rec["exit_code"] == 0
+    assert (root / "resumed" / "quick" / "0" / "agent.log").read_text().count(
+        "starting: resume") == 2
+    assert rec["usage"]["calls"] == calls
+    assert capped.returncode == 0, capped.stdout + capped.stderr
+    rec = json.loads((root / "capped" / "quick" / "0" / "run.json").read_text())
+    assert rec["stopped_by"] == "cap" and "max-tokens" in rec["usage"]["capped"]
+    assert rec["usage"]["calls"] == 2 and rec["resumes"] == 0  # no restart past a cap
