@@ -5,6 +5,8 @@ answers at once."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -42,20 +44,27 @@ def test_plain_snakemake_makes_a_run(svcbench, tmp_path):
     assert [(r["run"], r["state"]) for r in listed] == [("plain", "done")]
 
 
-def test_cancel_a_running_run(svcbench, tmp_path):
-    script = tmp_path / "slow.sh"
-    script.write_text("echo 3 > answer.txt; echo WRITTEN; sleep 100\n")
+def start_slow_run(svcbench, tmp_path, run_id: str, answer: int):
+    """`sforge run` of a script that writes its answer, says so, then works for 100 s;
+    returns once the answer is written."""
+    script = tmp_path / f"{run_id}.sh"
+    script.write_text(f"echo {answer} > answer.txt; echo WRITTEN; sleep 100\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "sforge", "-b", str(svcbench.bench), "--results",
          str(svcbench.results), "run", "--agent", "script", "--script", str(script),
-         "--task", "quick", "--run-id", "c1", "--timeout", "200"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    folder = svcbench.results / svcbench.name / "runs" / "c1" / "quick" / "0"
-    deadline = time.monotonic() + 120
+         "--task", "quick", "--run-id", run_id, "--timeout", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    folder = svcbench.results / svcbench.name / "runs" / run_id / "quick" / "0"
     log = folder / "agent.log"
+    deadline = time.monotonic() + 120
     while not (log.exists() and "WRITTEN" in log.read_text()):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.2)
+    return proc, folder
+
+
+def test_cancel_a_running_run(svcbench, tmp_path):
+    proc, folder = start_slow_run(svcbench, tmp_path, "c1", 3)
     listed = json.loads(svcbench.run("runs", "--run", "c1", "--json", check=True).stdout)
     assert listed[0]["state"] == "running"
     started = time.monotonic()
@@ -69,22 +78,7 @@ def test_cancel_a_running_run(svcbench, tmp_path):
 
 
 def test_second_ctrl_c_leaves_no_container(svcbench, tmp_path, docker_client):
-    import os
-    import signal
-
-    script = tmp_path / "slow.sh"
-    script.write_text("echo 4 > answer.txt; echo WRITTEN; sleep 100\n")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "sforge", "-b", str(svcbench.bench), "--results",
-         str(svcbench.results), "run", "--agent", "script", "--script", str(script),
-         "--task", "quick", "--run-id", "i1", "--timeout", "200"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    folder = svcbench.results / svcbench.name / "runs" / "i1" / "quick" / "0"
-    log = folder / "agent.log"
-    deadline = time.monotonic() + 120
-    while not (log.exists() and "WRITTEN" in log.read_text()):
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
-        time.sleep(0.2)
+    proc, folder = start_slow_run(svcbench, tmp_path, "i1", 4)
     os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole group
     time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)   # and again
