@@ -20,6 +20,7 @@ from .scheduler import Scheduler
 from .state import Limits, State, now_iso
 
 log = logging.getLogger("sforge.service")
+SWEEP_EVERY_S = 60.0
 
 
 def service_dir(pipe: Pipeline) -> Path:
@@ -48,26 +49,38 @@ class Service:
         self.waiters: dict[int, list[asyncio.Event]] = {}
         self._ready: set[str] = set()
         self._prepare_lock = threading.Lock()
+        self._stopped = threading.Event()
 
     # life ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        from ..judge import sweep_stale_containers
-        from ..targets import engine
-
         self.loop = loop
         requeued = self.state.recover()
         if requeued:
             log.warning("%d judge(s) were running when the service stopped: queued again",
                         requeued)
-        try:  # their containers, whose owner process is gone
+        self.sweep()
+        self.scheduler.start()
+        threading.Thread(target=self._sweeper, name="sforge-sweeper", daemon=True).start()
+
+    def sweep(self) -> None:
+        """Remove judge containers whose owner process is gone (a crashed service's, a
+        killed `sforge eval`'s): at start, then every SWEEP_EVERY_S while serving."""
+        from ..judge import sweep_stale_containers
+        from ..targets import engine
+
+        try:
             for cid in sweep_stale_containers(engine().client):
                 log.warning("removed stale judge container %s", cid[:12])
         except SforgeError as exc:
             log.warning("cannot sweep stale judge containers: %s", exc)
-        self.scheduler.start()
+
+    def _sweeper(self) -> None:
+        while not self._stopped.wait(SWEEP_EVERY_S):
+            self.sweep()
 
     def stop(self) -> None:
         self.draining = True
+        self._stopped.set()
         left = self.scheduler.stop(float(self.settings["drain_s"]))
         if left:
             log.warning("stopped with %d judge(s) running: recorded as interrupted, "
