@@ -28,11 +28,26 @@ DEFAULTS: dict[str, Any] = {
     "budgets_hours": [2, 4, 6, 8, 10, 12],
     "service": {},  # see SERVICE_DEFAULTS
     "run_timeout_s": 3600,
+    "games": {},  # see GAMES_DEFAULTS
 }
 SERVICE_DEFAULTS: dict[str, Any] = {
     "max_concurrent": None, "max_pending": 200, "max_upload_bytes": 100 << 20,
     "budget": None, "cooldown_s": 0.0, "drain_s": 60.0,
 }
+
+
+# Game sessions of the judge service (sforge.service.games): every limit is a clear HTTP
+# error when passed (429/409/410/503), never a silent eviction.
+GAMES_DEFAULTS: dict[str, Any] = {
+    "max_sessions_per_run": 5, "max_open_per_run": 1, "max_open": 8,
+    "idle_timeout_s": 600.0, "max_session_s": 3600.0, "steps_per_s": 50.0,
+    "start_timeout_s": 60.0, "step_timeout_s": 30.0, "max_step_bytes": 65536,
+}
+
+
+def games_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The games section with its defaults filled in."""
+    return {**GAMES_DEFAULTS, **(config.get("games") or {})}
 
 
 def service_settings(config: dict[str, Any]) -> dict[str, Any]:

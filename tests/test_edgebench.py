@@ -31,14 +31,30 @@ def stated_scores() -> dict[tuple[str, str, str], tuple[float, float]]:
     return out
 
 
+def game_tasks() -> set[str]:
+    import tomllib
+
+    return {p.parent.name for p in (EDGEBENCH / "tasks").glob("*/task.toml")
+            if "game" in tomllib.loads(p.read_text())}
+
+
+def players() -> set[tuple[str, str, str]]:
+    """A game task's samples are scripted players (players/<source>.py), not archives:
+    they play through the judge service (tests/test_games.py checks their scores)."""
+    return {(p.stem, task, f"players/{p.name}") for task in game_tasks()
+            for p in (EDGEBENCH / "tasks" / task / "players").glob("*.py")
+            if p.stem in ("reference", "baseline")}
+
+
 def test_every_sample_is_stated():
     samples = {(p.parent.parent.name, p.parent.name, p.name.removesuffix(".tar.gz"))
                for p in (EDGEBENCH / "submissions").glob("*/*/*.tar.gz")}
-    assert samples and samples == set(stated_scores())
+    assert samples and samples | players() == set(stated_scores())
+    assert game_tasks() and not {t for _, t, _ in samples} & game_tasks()
     tasks = {p.name for p in (EDGEBENCH / "tasks").iterdir() if p.is_dir()}
     for task in tasks:  # a weak baseline and a strong reference per task
-        assert any(s == "baseline" and t == task for s, t, _ in samples), task
-        assert any(s == "reference" and t == task for s, t, _ in samples), task
+        assert any(s == "baseline" and t == task for s, t, _ in samples | players()), task
+        assert any(s == "reference" and t == task for s, t, _ in samples | players()), task
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +76,7 @@ def test_samples_grade_to_their_stated_scores(graded):
 
     root, _ = graded
     scores = pd.read_csv(root / "scores.csv")
-    stated = stated_scores()
+    stated = {k: v for k, v in stated_scores().items() if k not in players()}
     assert len(scores) == len(stated)
     for row in scores.itertuples():
         raw, rescaled = stated[(row.source, row.task, row.name)]

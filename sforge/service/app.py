@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from .. import __version__
+from ..games import is_game
 from . import auth
 from .core import Service
 from .state import Busy, Conflict, Refused
@@ -57,14 +58,22 @@ class RunIn(BaseModel):
 
 
 def create_app(service: Service) -> FastAPI:
+    from .games import GameSessions
+
+    games = GameSessions(service)
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        games.start()  # ends the sessions a dead service left, before any sweep
         service.start(asyncio.get_running_loop())
         try:
             yield
         finally:
-            # uvicorn has stopped accepting; drain judges without blocking the loop
-            await asyncio.get_running_loop().run_in_executor(None, service.stop)
+            # uvicorn has stopped accepting; end game sessions and drain judges without
+            # blocking the loop
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, games.stop)
+            await loop.run_in_executor(None, service.stop)
 
     app = FastAPI(title="sforge judge service", version=__version__, lifespan=lifespan,
                   description=__doc__)
@@ -252,6 +261,10 @@ def create_app(service: Service) -> FastAPI:
 
         if service.draining:
             raise ApiError(503, "the service is shutting down", {"Retry-After": "10"})
+        task = service.pipe.bench.tasks.get(run["task"])
+        if task is not None and is_game(task):
+            raise ApiError(409, f"task {task.id} is a game: it takes no archives (play it "
+                                "with sforge-game)")
         try:
             service.state.check(run, final, service.limits, time.time())
         except Refused as exc:
@@ -287,6 +300,9 @@ def create_app(service: Service) -> FastAPI:
             sub = service.state.submission(sub_id) or sub
         return public(sub)
 
+    from .game_routes import add_game_routes
+
+    add_game_routes(app, games, Who, ApiError)
     return app
 
 

@@ -70,7 +70,7 @@ class ServiceClient:
         self.close()
 
     # plumbing -----------------------------------------------------------------------
-    def _call(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+    def _call(self, method: str, path: str, raw: bool = False, **kw: Any) -> Any:
         start = time.monotonic()
         while True:
             try:
@@ -94,7 +94,7 @@ class ServiceClient:
                                    body if isinstance(body, dict) else None,
                                    _retry_after(resp) if "retry-after" in resp.headers
                                    else None)
-            return resp.json()
+            return resp if raw else resp.json()
 
     # endpoints ----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
@@ -155,6 +155,40 @@ class ServiceClient:
                 return sub
             if deadline is not None and time.monotonic() >= deadline:
                 raise ServiceError(0, f"submission {sub_id} not graded within {timeout_s} s")
+
+
+    # games --------------------------------------------------------------------------
+    def new_game(self) -> dict[str, Any]:
+        """Start a game session (run token): its status and the game's opening "hello"."""
+        return self._call("POST", "/v1/games")
+
+    def step_raw(self, session: str, request: bytes) -> httpx.Response:
+        """One step with the request's bytes as given; the response carries the game's
+        reply bytes and the Sforge-Step / Sforge-Session-State / Sforge-Score headers."""
+        return self._call("POST", f"/v1/games/{session}/step", raw=True, content=request,
+                          headers={"Content-Type": "application/json"})
+
+    def step(self, session: str, request: Any) -> Any:
+        """One step: the game's reply, parsed."""
+        import json
+
+        return self.step_raw(session, json.dumps(request).encode()).json()
+
+    def game(self, session: str = "current") -> dict[str, Any]:
+        return self._call("GET", f"/v1/games/{session}")
+
+    def close_game(self, session: str = "current") -> dict[str, Any]:
+        return self._call("POST", f"/v1/games/{session}/close")
+
+    def games(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        return self._call("GET", "/v1/games",
+                          params={"run": run_id} if run_id else None)["sessions"]
+
+    def transcript(self, session: str) -> list[dict[str, Any]]:
+        import json
+
+        resp = self._call("GET", f"/v1/games/{session}/transcript", raw=True)
+        return [json.loads(line) for line in resp.text.splitlines() if line.strip()]
 
 
 def _retry_after(resp: httpx.Response) -> float:

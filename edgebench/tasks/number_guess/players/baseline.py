@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Baseline player: a lopsided search that always guesses a sixth of the way into the
+range still open, so it often runs out of guesses before it finds the secret."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import main  # noqa: E402
+
+
+def play(new, step):
+    hello = new()
+    reply = hello
+    while not reply.get("done"):
+        lo, hi = hello["low"], hello["high"]
+        while True:
+            guess = lo + (hi - lo) // 6
+            reply = step({"guess": guess})
+            if reply["answer"] == "higher":
+                lo = guess + 1
+            elif reply["answer"] == "lower":
+                hi = guess - 1
+            else:
+                break
+    return reply
+
+
+if __name__ == "__main__":
+    main(play)
