@@ -4,7 +4,9 @@
 // submission paths from the working directory, sends them to the judge service, waits
 // for the verdict and prints it. Invoked with first argument `relay` it listens on TCP
 // inside the container and forwards each connection to a Unix socket, for clients that
-// only speak TCP (a model API client, say) in a container with no network.
+// only speak TCP (a model API client, say) in a container with no network. Invoked as
+// `sforge-game` (or first argument `game`) it plays a game task's sessions through the
+// judge service.
 //
 // Standard library only, built with CGO_ENABLED=0: it must run in any Linux image,
 // however bare (busybox, debian-slim: no curl, no wget, maybe no python).
@@ -23,6 +25,8 @@ const usage = `usage:
   sforge-submit --result ID     one submission's result (waits while it is graded)
   sforge-submit --no-wait       submit and print the submission id only
   sforge-submit --final         the run's last submission (sforge sends the final workspace)
+  sforge-game new|step|status|close|list
+                                play a game task (sforge-game --help)
   sforge-helper relay [--once] LISTEN_ADDR UNIX_SOCKET
                                 forward TCP connections on LISTEN_ADDR (e.g. 127.0.0.1:8080)
                                 to UNIX_SOCKET
@@ -34,28 +38,41 @@ environment (set by sforge for a run):
   SFORGE_SUBMIT_EXCLUDE  JSON list of path prefixes or globs to leave out
 `
 
+// progName prefixes messages: sforge-submit or sforge-game.
+var progName = "sforge-submit"
+
 func main() {
 	args := os.Args[1:]
 	name := filepath.Base(os.Args[0])
 	mode := "submit"
-	if !strings.HasPrefix(name, "sforge-submit") && len(args) > 0 {
+	switch {
+	case strings.HasPrefix(name, "sforge-game"):
+		mode = "game"
+	case strings.HasPrefix(name, "sforge-submit"):
+	case len(args) > 0:
 		switch args[0] {
 		case "relay":
 			mode, args = "relay", args[1:]
+		case "game", "sforge-game":
+			mode, args = "game", args[1:]
 		case "submit", "sforge-submit":
 			args = args[1:]
 		}
 	}
 	var code int
-	if mode == "relay" {
+	switch mode {
+	case "relay":
 		code = relayMain(args)
-	} else {
+	case "game":
+		progName = "sforge-game"
+		code = gameMain(args)
+	default:
 		code = submitMain(args)
 	}
 	os.Exit(code)
 }
 
 func fail(format string, a ...interface{}) int {
-	fmt.Fprintf(os.Stderr, "sforge-submit: "+format+"\n", a...)
+	fmt.Fprintf(os.Stderr, progName+": "+format+"\n", a...)
 	return 2
 }

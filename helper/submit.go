@@ -70,13 +70,23 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message) }
 
-// do sends one request; a 503 (the service is at capacity or draining) waits for its
-// Retry-After and tries again, so a full queue never costs the agent a submission.
+// do sends one request and decodes its JSON answer into out.
 func (s *service) do(method, url string, body []byte, ctype string, out interface{}) error {
+	data, _, err := s.send(method, url, body, ctype)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// send sends one request and returns the answer's body and headers; a 503 (the service
+// is at capacity or draining) waits for its Retry-After and tries again, so a full queue
+// never costs the agent a submission. Other statuses >= 300 are an *apiError.
+func (s *service) send(method, url string, body []byte, ctype string) ([]byte, http.Header, error) {
 	for {
 		req, err := http.NewRequest(method, s.base+url, bytes.NewReader(body))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		req.Header.Set("Authorization", "Bearer "+s.token)
 		if ctype != "" {
@@ -84,17 +94,17 @@ func (s *service) do(method, url string, body []byte, ctype string, out interfac
 		}
 		resp, err := s.client.Do(req)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		data, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if resp.StatusCode == http.StatusServiceUnavailable {
 			wait := retryAfter(resp.Header.Get("Retry-After"))
-			fmt.Fprintf(os.Stderr, "sforge-submit: service busy (%s); retrying in %s\n",
-				message(data), wait)
+			fmt.Fprintf(os.Stderr, "%s: service busy (%s); retrying in %s\n",
+				progName, message(data), wait)
 			time.Sleep(wait)
 			continue
 		}
@@ -103,9 +113,10 @@ func (s *service) do(method, url string, body []byte, ctype string, out interfac
 			if json.Unmarshal(data, e) != nil || e.Message == "" {
 				e.Message = strings.TrimSpace(string(data))
 			}
-			return e
+			e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+			return nil, resp.Header, e
 		}
-		return json.Unmarshal(data, out)
+		return data, resp.Header, nil
 	}
 }
 
@@ -361,20 +372,21 @@ func oneLine(s string, n int) string {
 func report(err error) int {
 	if e, ok := err.(*apiError); ok {
 		if e.Status == http.StatusTooManyRequests {
-			msg := fmt.Sprintf("sforge-submit: refused (%s): %s", e.Reason, e.Message)
+			msg := fmt.Sprintf("%s: refused (%s): %s", progName, e.Reason, e.Message)
 			if e.WaitS > 0 {
 				msg += fmt.Sprintf("; try again in %.0f s", e.WaitS)
 			}
 			fmt.Fprintln(os.Stderr, msg)
 			return exitRefused
 		}
-		fmt.Fprintf(os.Stderr, "sforge-submit: %v\n", e)
-		if e.Status == 401 || e.Status == 403 || e.Status == 409 || e.Status == 413 {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", progName, e)
+		if e.Status == 401 || e.Status == 403 || e.Status == 409 || e.Status == 410 ||
+			e.Status == 413 || e.Status == 422 {
 			return exitRefused
 		}
 		return exitUnreachable
 	}
-	fmt.Fprintf(os.Stderr, "sforge-submit: cannot reach the judge service: %v\n", err)
+	fmt.Fprintf(os.Stderr, "%s: cannot reach the judge service: %v\n", progName, err)
 	return exitUnreachable
 }
 

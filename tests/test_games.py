@@ -68,8 +68,11 @@ def setup(tmp_path_factory, docker_client):
 
 @pytest.fixture(scope="module")
 def svc(setup):
+    """One service for the tests that share it, on loopback and on a Unix socket (what
+    work containers with no network reach); clients use the socket."""
     root, config = setup
-    handle = start_service(EDGEBENCH, root / "results", port=0, config=config)
+    handle = start_service(EDGEBENCH, root / "results", port=0,
+                           socket=root / "sock" / "service.sock", config=config)
     yield handle
     assert handle.stop() == 0, handle.log.read_text()[-3000:]
 
@@ -132,6 +135,41 @@ def test_scripted_players_score_and_land_in_the_tables(svc, setup, docker_client
     for row in scores.itertuples():
         assert json.loads((out / "evals" / TASK / f"{row.key}.json").read_text())["valid"] \
             == row.valid
+
+
+def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
+    """What `sforge run --agent script` does with a game task: the player runs in the
+    task's work image with no network and reaches the game only through `sforge-game`
+    and the service's socket."""
+    from sforge.helper import helper_binary
+
+    root, config = setup
+    cmd = [sys.executable, "-m", "sforge", "-b", str(EDGEBENCH), "--results",
+           str(root / "results"), "--config", str(config)]
+    built = subprocess.run(cmd + ["build", "--task", TASK], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-2000:]
+    listed = json.loads(subprocess.run(cmd + ["list", "--task", TASK, "--json"],
+                                       capture_output=True, text=True, check=True).stdout)
+    work = listed["tasks"][0]["work"]
+    run_id, client = register(svc)
+    script = ("python3 /players/reference.py; echo rc=$?; sforge-game status; "
+              "sforge-game step '{\"guess\": 1}'; echo rc=$?; sforge-game list")
+    proc = subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", "--label", "sforge.test=games",
+         "-v", f"{svc.socket.parent}:/run/sforge", "-v", f"{PLAYERS}:/players:ro",
+         "-v", f"{helper_binary()}:/usr/local/bin/sforge-game:ro",
+         "-e", "SFORGE_SERVICE=unix:///run/sforge/service.sock",
+         "-e", f"SFORGE_TOKEN={client.token}", work, "sh", "-c", script],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    final = json.loads(lines[0])
+    assert final["done"] is True and final["score"] == REFERENCE_SCORE
+    assert lines[1] == "rc=0" and "rc=1" in lines  # a step after the end: 410, exit 1
+    status = json.loads(lines[2])
+    assert status["state"] == "finished" and status["result"]["score"] == REFERENCE_SCORE
+    assert "finished" in proc.stderr
+    assert [s["state"] for s in json.loads(lines[-1])["sessions"]] == ["finished"]
 
 
 def test_a_run_reaches_only_its_own_sessions(svc):

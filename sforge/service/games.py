@@ -424,8 +424,9 @@ class GameSessions:
             raise GameError(422, f"the request is not JSON: {exc}") from None
         if b"\n" in body or b"\r" in body:
             body = orjson.dumps(value)
-        if not sess.lock.acquire(blocking=False):
-            raise GameError(409, "a step of this session is in progress (one at a time)")
+        # Steps of one session go one at a time; so does its end (the reaper's, a close).
+        if not sess.lock.acquire(timeout=float(self.settings["step_timeout_s"]) + 10):
+            raise GameError(409, "another step of this session is still in progress")
         try:
             if sess.id not in self.open:
                 raise self._gone(sess.id)
@@ -513,8 +514,8 @@ class GameSessions:
 
     # the end of a session ---------------------------------------------------------------
     def _end(self, sess: Session, state: str, why: str, record: bool = True) -> None:
-        """Stop the server, read its score, record the session (call with sess.lock)."""
-        self.open.pop(sess.id, None)
+        """Stop the server, read its score, record the session (call with sess.lock).
+        It leaves `open` only once its row says how it ended."""
         grace = 2.0 if state == "finished" else 1.0
         try:
             problem, fields, present, code = sess.server.finish(
@@ -529,10 +530,15 @@ class GameSessions:
             state, why = "failed", f"the game server exited with code {code}"
         result = None
         if record:
-            result = self._record(sess, state, why, problem, fields, present)
+            try:
+                result = self._record(sess, state, why, problem, fields, present)
+            except Exception:  # noqa: BLE001 - the session still ends, its row says so
+                log.exception("could not record game session %s", sess.id)
+                why += " (sforge could not record its result: see the service log)"
         self._exec("UPDATE game_sessions SET state = ?, ended_at = ?, end_reason = ?, "
                    "steps = ?, result = ? WHERE id = ?", state, now_iso(), why, sess.steps,
                    json.dumps(result) if result else None, sess.id)
+        self.open.pop(sess.id, None)
 
     def _recover(self, row: dict[str, Any]) -> None:
         """A session the previous service left open: read what the game scored so far,
