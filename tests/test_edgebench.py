@@ -39,10 +39,10 @@ def game_tasks() -> set[str]:
 
 
 def players() -> set[tuple[str, str, str]]:
-    """A game task's samples are scripted players (players/<source>.py), not archives:
+    """A game task's samples are scripted players (players/<source>.sh), not archives:
     they play through the judge service (tests/test_games.py checks their scores)."""
     return {(p.stem, task, f"players/{p.name}") for task in game_tasks()
-            for p in (EDGEBENCH / "tasks" / task / "players").glob("*.py")
+            for p in (EDGEBENCH / "tasks" / task / "players").glob("*.sh")
             if p.stem in ("reference", "baseline")}
 
 

@@ -3,7 +3,6 @@ containers from EdgeBench's number_guess task)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -26,13 +25,6 @@ PLAYERS = EDGEBENCH / "tasks" / TASK / "players"
 REFERENCE_SCORE, BASELINE_SCORE = 15.0, 2.0
 
 
-def player(name: str):
-    spec = importlib.util.spec_from_file_location(f"player_{name}", PLAYERS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def game_containers(docker_client, sid: str) -> list:
     return docker_client.containers.list(all=True,
                                          filters={"label": f"sforge.game.session={sid}"})
@@ -42,19 +34,6 @@ def register(svc, task: str = TASK) -> tuple[str, ServiceClient]:
     run_id, token = svc.client().register_run(task, f"g{uuid.uuid4().hex[:8]}",
                                               agent="script", model="none")
     return run_id, ServiceClient(svc.address, token, retry_503=False)
-
-
-def play(client: ServiceClient, name: str) -> tuple[dict, dict]:
-    """One session with a scripted player through the Python client → (final reply,
-    the session's status)."""
-    session: dict = {}
-
-    def new():
-        session.update(client.new_game())
-        return session["hello"]
-
-    final = player(name).play(new, lambda request: client.step(session["id"], request))
-    return final, client.game(session["id"])
 
 
 @pytest.fixture(scope="module")
@@ -77,70 +56,59 @@ def svc(setup):
     assert handle.stop() == 0, handle.log.read_text()[-3000:]
 
 
-def test_scripted_players_score_and_land_in_the_tables(svc, setup, docker_client):
+def test_sforge_run_plays_the_game_and_lands_in_the_tables(setup, tmp_path, docker_client):
+    """`sforge run --agent script` with the scripted players: each run's result is its
+    best finished session, no final workspace is graded, and the report's tables count
+    the sessions like submissions."""
     import pandas as pd
 
     root, config = setup
-    run_ref, ref = register(svc)
-    final, status = play(ref, "reference")
-    assert final["done"] is True and final["score"] == REFERENCE_SCORE
-    assert status["state"] == "finished" and status["steps"] == 50
-    assert status["result"]["valid"] is True
-    assert status["result"]["score"] == REFERENCE_SCORE
-    assert status["result"]["rescaled"] == 75.0
-    assert game_containers(docker_client, status["id"]) == []
-    # every step is in the transcript, the opening line first
-    lines = ref.transcript(status["id"])
-    assert lines[0]["index"] == 1 and len(lines) == 51
-    assert lines[-1]["reply"] == final and lines[1]["request"] == {"guess": 500}
-    # a finished session takes no more steps
-    with pytest.raises(ServiceError) as gone:
-        ref.step(status["id"], {"guess": 1})
-    assert gone.value.status == 410
-    # a game takes no archives
-    with pytest.raises(ServiceError) as refused:
-        ref.submit(b"\x1f\x8b not really")
-    assert refused.value.status == 409 and "game" in str(refused.value)
+    results = tmp_path / "results"
+    cmd = [sys.executable, "-m", "sforge", "-b", str(EDGEBENCH), "--results", str(results),
+           "--config", str(config)]
+    records = {}
+    for name, want in (("reference", REFERENCE_SCORE), ("baseline", BASELINE_SCORE)):
+        run_id = f"g{name}{uuid.uuid4().hex[:6]}"
+        proc = subprocess.run(cmd + ["run", "--agent", "script", "--script",
+                                     str(PLAYERS / f"{name}.sh"), "--task", TASK,
+                                     "--run-id", run_id, "--timeout", "300"],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        out = results / "edgebench" / "runs" / run_id / TASK / "0"
+        rec = json.loads((out / "run.json").read_text())
+        assert rec["best_score"] == want and rec["final"] is None, rec
+        assert [s["state"] for s in rec["sessions"]] == ["finished"]
+        assert rec["sessions"][0]["steps"] > 0 and rec["submissions"] == []
+        assert f'"score": {int(want)}, "done": true' in (out / "agent.log").read_text()
+        records[name] = rec
+    ref = records["reference"]
+    assert ref["best_rescaled"] == 75.0
+    assert game_containers(docker_client, ref["sessions"][0]["id"]) == []
 
-    run_base, base = register(svc)
-    final, status = play(base, "baseline")
-    assert final["score"] == BASELINE_SCORE and status["result"]["valid"] is True
-    # a second session, closed half-way: recorded, with its score so far, not valid
-    sess = base.new_game()
-    assert sess["index"] == 2 and sess["hello"]["rounds"] == 5
-    base.step(sess["id"], {"guess": 500})
-    closed = base.close_game(sess["id"])
-    assert closed["state"] == "ended" and closed["result"]["valid"] is False
-    assert "before the game was over" in closed["result"]["reason"]
-
-    # the report's tables count game sessions like submissions
-    proc = subprocess.run([sys.executable, "-m", "sforge", "-b", str(EDGEBENCH), "--results",
-                           str(root / "results"), "--config", str(config), "report"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(cmd + ["report"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = root / "results" / "edgebench"
+    out = results / "edgebench"
     scores = pd.read_csv(out / "scores.csv")
-    mine = scores[scores.task == TASK].set_index("source")
-    assert mine.loc[f"run-{run_ref}", "score"] == REFERENCE_SCORE
-    assert bool(mine.loc[f"run-{run_ref}", "valid"])
-    assert len(scores[scores.source == f"run-{run_base}"]) == 2
+    assert set(scores.task) == {TASK}  # no batch submissions: only what the runs played
     best = pd.read_csv(out / "best.csv").set_index("source")
-    assert best.loc[f"run-{run_ref}", "score"] == REFERENCE_SCORE
-    assert best.loc[f"run-{run_ref}", "rescaled"] == 75.0
-    assert best.loc[f"run-{run_base}", "score"] == BASELINE_SCORE  # the closed one never wins
     board = pd.read_csv(out / "leaderboard.csv").set_index("source")
-    assert board.loc[f"run-{run_ref}", "tasks"] == len(list((EDGEBENCH / "tasks").glob(
-        "*/task.toml")))
-    # nothing was graded again: the stored result of a session is its score
+    tasks = len(list((EDGEBENCH / "tasks").glob("*/task.toml")))
+    for name, want in (("reference", REFERENCE_SCORE), ("baseline", BASELINE_SCORE)):
+        source = records[name]["source"]
+        row = scores[scores.source == source].iloc[0]
+        assert row.valid and row.score == want and row.elapsed_s > 0
+        assert best.loc[source, "score"] == want
+        assert board.loc[source, "tasks"] == tasks
+        assert board.loc[source, "score"] == pytest.approx(best.loc[source, "rescaled"] / tasks)
+    # the stored result of a session is its score: nothing was graded again
     for row in scores.itertuples():
-        assert json.loads((out / "evals" / TASK / f"{row.key}.json").read_text())["valid"] \
-            == row.valid
+        assert json.loads((out / "evals" / TASK / f"{row.key}.json").read_text())["score"] \
+            == row.score
 
 
 def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
-    """What `sforge run --agent script` does with a game task: the player runs in the
-    task's work image with no network and reaches the game only through `sforge-game`
-    and the service's socket."""
+    """The player in the task's work image with no network reaches the game only through
+    `sforge-game` and the service's socket; every step is in the transcript."""
     from sforge.helper import helper_binary
 
     root, config = setup
@@ -152,7 +120,7 @@ def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
                                        capture_output=True, text=True, check=True).stdout)
     work = listed["tasks"][0]["work"]
     run_id, client = register(svc)
-    script = ("python3 /players/reference.py; echo rc=$?; sforge-game status; "
+    script = ("sh /players/baseline.sh; echo rc=$?; sforge-game status; "
               "sforge-game step '{\"guess\": 1}'; echo rc=$?; sforge-game list")
     proc = subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "--label", "sforge.test=games",
@@ -164,12 +132,19 @@ def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     final = json.loads(lines[0])
-    assert final["done"] is True and final["score"] == REFERENCE_SCORE
+    assert final["done"] is True and final["score"] == BASELINE_SCORE
     assert lines[1] == "rc=0" and "rc=1" in lines  # a step after the end: 410, exit 1
     status = json.loads(lines[2])
-    assert status["state"] == "finished" and status["result"]["score"] == REFERENCE_SCORE
-    assert "finished" in proc.stderr
+    assert status["state"] == "finished" and status["result"]["score"] == BASELINE_SCORE
+    assert status["result"]["valid"] is True and status["result"]["rescaled"] == 10.0
+    assert "the game is over" in proc.stderr
     assert [s["state"] for s in json.loads(lines[-1])["sessions"]] == ["finished"]
+    steps = client.transcript(status["id"])
+    assert steps[0]["index"] == 1 and len(steps) == status["steps"] + 1
+    assert steps[-1]["reply"] == final and steps[1]["request"] == {"guess": 167}
+    with pytest.raises(ServiceError) as refused:  # a game takes no archives
+        client.submit(b"\x1f\x8b not really")
+    assert refused.value.status == 409 and "game" in str(refused.value)
 
 
 def test_a_run_reaches_only_its_own_sessions(svc):

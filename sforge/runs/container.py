@@ -38,7 +38,7 @@ from ..units import parse_memory
 RUN_LABEL = "sforge.run"
 RUN_ID_LABEL = "sforge.run.id"
 SOCKET_DIR = "/run/sforge"        # bind-mounted host folder: service.sock, model.sock, prompt
-HELPER_DIR = "/opt/sforge/bin"    # sforge-submit and sforge-helper (one static binary)
+HELPER_DIR = "/opt/sforge/bin"    # sforge-submit, sforge-game, sforge-helper (one binary)
 MODEL_PORT = 8765                 # the relay's loopback port for the model proxy
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
@@ -96,6 +96,7 @@ class WorkContainer:
             Mount(SOCKET_DIR, str(s.socket_dir), type="bind"),
             Mount(f"{HELPER_DIR}/sforge-submit", str(s.helper), type="bind", read_only=True),
             Mount(f"{HELPER_DIR}/sforge-helper", str(s.helper), type="bind", read_only=True),
+            Mount(f"{HELPER_DIR}/sforge-game", str(s.helper), type="bind", read_only=True),
         ]
         if s.bundle is not None:
             mounts.append(Mount(s.bundle_mount, str(s.bundle), type="bind", read_only=True))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..games import game_preamble, is_game
 from ..model import Task
 
 PREAMBLE = """\
@@ -26,6 +27,18 @@ early and often; never stop before the time is up if you can still improve.
 """
 
 
+GAME_PREAMBLE = """\
+# How this run works
+
+You are working in `{cwd}` inside a container{net}. You have {minutes} of wall-clock time
+(until {deadline} UTC); when it runs out the run stops.
+
+{game}
+# The task
+
+"""
+
+
 def _duration(seconds: float) -> str:
     minutes = round(seconds / 60)
     if minutes >= 120:
@@ -34,7 +47,18 @@ def _duration(seconds: float) -> str:
 
 
 def build_prompt(task: Task, instruction: str, timeout_s: float, deadline_iso: str,
-                 budget: int | None = None, cooldown_s: float | None = None) -> str:
+                 budget: int | None = None, cooldown_s: float | None = None,
+                 games: dict | None = None) -> str:
+    """`games`: the service's games settings (sforge.config.games_settings), for the
+    preamble of a game task, which is played with sforge-game instead of submitted."""
+    net = " with internet access" if task.environment.internet else " with no internet"
+    if is_game(task):
+        from ..config import games_settings
+
+        text = GAME_PREAMBLE.format(
+            cwd=task.environment.cwd, minutes=_duration(timeout_s), deadline=deadline_iso,
+            net=net, game=game_preamble(task, games or games_settings({})))
+        return text + instruction.strip() + "\n"
     paths = ", ".join(f"`{p}`" for p in task.submission.paths)
     exclude = (f"(minus {', '.join(f'`{e}`' for e in task.submission.exclude)}) "
                if task.submission.exclude else "")
@@ -45,8 +69,7 @@ def build_prompt(task: Task, instruction: str, timeout_s: float, deadline_iso: s
         limits.append(f"Wait at least {cooldown_s:g} s between submissions.")
     text = PREAMBLE.format(
         cwd=task.environment.cwd, minutes=_duration(timeout_s), deadline=deadline_iso,
-        net=" with internet access" if task.environment.internet else " with no internet",
-        paths=paths, exclude=exclude, direction=task.score.direction,
+        net=net, paths=paths, exclude=exclude, direction=task.score.direction,
         limits=("\n" + " ".join(limits) + "\n") if limits else "")
     return text + instruction.strip() + "\n"
 

@@ -26,8 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..config import games_settings
 from ..errors import SforgeError
 from ..fileio import atomic_write_json
+from ..games import is_game
 from .agents import MOUNT, Agent, load_agent
 from .bundle import ensure_bundle
 from .container import MODEL_PORT, SOCKET_DIR, WorkContainer, WorkSpec, sweep_stale_work_containers
@@ -199,7 +201,7 @@ class _Run:
                     task, (task.dir / "instruction.md").read_text()
                     if (task.dir / "instruction.md").is_file() else "",
                     spec.timeout_s, _iso(datetime.fromtimestamp(deadline, UTC)),
-                    spec.budget, spec.cooldown_s))
+                    spec.budget, spec.cooldown_s, games_settings(self.pipe.config)))
                 box = WorkContainer(client, WorkSpec(
                     image=self.pipe.refs[task.id]["work"].tag, cwd=task.environment.cwd,
                     env={}, helper=_helper(), socket_dir=sockets, bundle=bundle,
@@ -212,7 +214,8 @@ class _Run:
                 record["stopped_by"] = self.stop_reason or (
                     "timeout" if record["timed_out"] else "agent")
                 box.kill()
-                record["final"] = None if ABORT.is_set() else self._final(
+                # a game run's result is its best finished session: no final workspace
+                record["final"] = None if ABORT.is_set() or is_game(task) else self._final(
                     box, env, ServiceClient(service.url, token))
             finally:
                 if box is not None:
@@ -294,10 +297,14 @@ class _Run:
 
     def _summary(self, history: dict[str, Any]) -> dict[str, Any]:
         subs = history.get("submissions", [])
+        sessions = history.get("sessions")  # a game task's: played, not submitted
         best = history.get("best")
         result = (best or {}).get("result") or {}
+        out = {"sessions": [_brief_session(s) for s in sessions]} if sessions is not None \
+            else {}
         return {
-            "rounds": len(subs),
+            **out,
+            "rounds": len(subs) if sessions is None else len(sessions),
             "submissions": [_brief(s) for s in subs],
             "best_score": result.get("score"),
             "best_rescaled": result.get("rescaled"),
@@ -313,6 +320,15 @@ def _brief(sub: dict[str, Any]) -> dict[str, Any]:
             "elapsed_s": sub.get("elapsed_s"), "valid": result.get("valid"),
             "score": result.get("score"), "rescaled": result.get("rescaled"),
             "summary": result.get("summary"), "reason": result.get("reason")}
+
+
+def _brief_session(sess: dict[str, Any]) -> dict[str, Any]:
+    result = sess.get("result") or {}
+    return {"id": sess.get("id"), "round": sess.get("index"), "state": sess.get("state"),
+            "steps": sess.get("steps"), "end_reason": sess.get("end_reason"),
+            "valid": result.get("valid"), "score": result.get("score"),
+            "rescaled": result.get("rescaled"), "summary": result.get("summary"),
+            "reason": result.get("reason")}
 
 
 def _helper() -> Path:

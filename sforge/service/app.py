@@ -130,6 +130,11 @@ def create_app(service: Service) -> FastAPI:
         subs = [public(s) for s in service.state.history(run["run_id"])]
         task = service.pipe.bench.tasks.get(run["task"])
         run = dict(run, direction=task.score.direction if task else None)
+        if task is not None and is_game(task):
+            # played, not submitted: the best finished session is the run's result
+            sessions = games.sessions(run["run_id"])
+            best = service.best([dict(s, round=s["index"]) for s in sessions], task.id)
+            return {"run": run, "submissions": subs, "sessions": sessions, "best": best}
         return {"run": run, "submissions": subs, "best": service.best(subs, run["task"])}
 
     # endpoints ----------------------------------------------------------------------
