@@ -148,7 +148,7 @@ def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
 
 
 def test_a_run_reaches_only_its_own_sessions(svc):
-    _, a = register(svc)
+    run_a, a = register(svc)
     _, b = register(svc)
     sess = a.new_game()
     for call in (lambda: b.step(sess["id"], {"guess": 1}), lambda: b.game(sess["id"]),
@@ -170,7 +170,10 @@ def test_a_run_reaches_only_its_own_sessions(svc):
     with pytest.raises(ServiceError) as not_game:
         other.new_game()
     assert not_game.value.status == 409
-    a.close_game(sess["id"])
+    admin.end_run(run_a)  # the run's end ends its open session, recorded
+    ended = admin.game(sess["id"])
+    assert ended["state"] == "ended" and ended["end_reason"] == "the run ended"
+    assert ended["result"]["valid"] is False
 
 
 def test_limits_give_their_errors(setup, tmp_path, docker_client):

@@ -212,6 +212,7 @@ def create_app(service: Service) -> FastAPI:
         if service.state.run(run_id) is None:
             raise ApiError(404, f"no run {run_id!r}")
         service.state.end_run(run_id, "ended")
+        games.end_run(run_id, "the run ended")
         return {"run": service.state.run(run_id)}
 
     @app.post("/v1/runs/{run_id}/cancel", tags=["runs"])
@@ -221,6 +222,7 @@ def create_app(service: Service) -> FastAPI:
             raise ApiError(404, f"no run {run_id!r}")
         dropped = service.state.end_run(run_id, "cancelled")
         service._wake(dropped)
+        games.end_run(run_id, "the run was cancelled")
         return {"run": service.state.run(run_id), "dropped": dropped}
 
     @app.post("/v1/submissions", status_code=202, tags=["submissions"], openapi_extra={

@@ -490,6 +490,13 @@ class GameSessions:
                     self._end(sess, "ended", "closed by the agent")
         return self.status(row["id"])
 
+    def end_run(self, run_id: str, why: str) -> None:
+        """The run is over: its open sessions end now (recorded, score so far)."""
+        for sess in [x for x in list(self.open.values()) if x.run_id == run_id]:
+            with sess.lock:
+                if sess.id in self.open:
+                    self._end(sess, "ended", why)
+
     def status(self, sid: str) -> dict[str, Any]:
         row = self.row(sid) or {}
         out = {k: row.get(k) for k in ("id", "run_id", "task", "state", "created_at",
