@@ -269,7 +269,8 @@ class GameSessions:
             self._reaper.join(timeout=5)
         for sess in list(self.open.values()):
             with sess.lock:
-                self._end(sess, "ended", "the service stopped")
+                if sess.id in self.open:
+                    self._end(sess, "ended", "the service stopped")
 
     def _reap(self) -> None:
         idle, wall = self.settings["idle_timeout_s"], self.settings["max_session_s"]
