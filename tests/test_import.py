@@ -118,6 +118,19 @@ def test_groups_the_environment_creates_are_files_not_system_state(tmp_path: Pat
     assert report.fits, report.problems
 
 
+def test_copy_sources_follow_the_build_context() -> None:
+    from sforge.importers.draft import rewrite_copy_sources
+
+    text = ("FROM x:1\nCOPY . /app\nCOPY ./.bashrc ./src/ /root/\nADD --chown=1:1 a.tgz /o\n"
+            'COPY ["my file", "/dst/"]\nCOPY --from=build /out /out\nADD https://x.org/f /f\n')
+    out, count = rewrite_copy_sources(text, "environment")
+    assert out.splitlines()[1:] == [
+        "COPY environment /app", "COPY environment/.bashrc environment/src /root/",
+        "ADD --chown=1:1 environment/a.tgz /o", 'COPY ["environment/my file", "/dst/"]',
+        "COPY --from=build /out /out", "ADD https://x.org/f /f"]
+    assert count == 5
+
+
 def test_base_is_shared_by_tasks_from_the_same_image(tmp_path: Path) -> None:
     into = tmp_path / "bench"
     for fmt, task in (("harbor", "hello-world"), ("terminal-bench", "hello-file"),

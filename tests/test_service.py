@@ -361,6 +361,48 @@ def test_sforge_submit_in_bare_containers_and_report(bench, tmp_path):
     assert float(rows["run-sub-python"]["elapsed_s"]) >= 0
 
 
+def test_sforge_submit_sends_metadata(bench, tmp_path):
+    """Modes (setgid, setuid), numeric owners and user xattrs leave the work container with
+    the submission (for some tasks they are the answer); the stored archive holds them."""
+    from sforge.helper import helper_binary
+
+    bench_dir, root, name, config = bench
+    results = root / "results-meta"
+    sock_dir = tmp_path / "sock"
+    ws = tmp_path / "ws"
+    (ws / "shared").mkdir(parents=True)
+    (ws / "answer.txt").write_text("3\n")
+    os.chown(ws / "shared", 0, 2345)
+    os.chmod(ws / "shared", 0o2770)
+    os.setxattr(ws / "shared", "user.purpose", b"research")
+    tool = ws / "shared" / "tool"
+    tool.write_text("#!/bin/sh\n")
+    os.chown(tool, 1000, 2345)
+    os.chmod(tool, 0o4755)
+    handle = start_service(bench_dir, results, port=None, socket=sock_dir / "service.sock",
+                           config=config)
+    try:
+        _, token = handle.client().register_run("quick", "meta", source="run-meta",
+                                                agent="script", model="none")
+        proc = subprocess.run(
+            ["docker", "run", "--rm", "--network", "none", "--label", f"sforge.test={name}",
+             "-v", f"{sock_dir}:/run/sforge", "-v", f"{ws}:/work/quick",
+             "-v", f"{helper_binary()}:/usr/local/bin/sforge-submit:ro", "-w", "/work/quick",
+             "-e", "SFORGE_SERVICE=unix:///run/sforge/service.sock", "-e", f"SFORGE_TOKEN={token}",
+             "-e", 'SFORGE_SUBMIT_PATHS=["."]', "busybox:1.36", "sforge-submit"],
+            capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        assert handle.stop() == 0
+    [stored] = (results / name / "submissions" / "run-meta" / "quick").glob("*.tar.gz")
+    with tarfile.open(stored) as tar:
+        members = {m.name.rstrip("/"): m for m in tar}
+    shared, tool_m = members["shared"], members["shared/tool"]
+    assert (shared.mode, shared.uid, shared.gid) == (0o2770, 0, 2345)
+    assert shared.pax_headers.get("SCHILY.xattr.user.purpose") == "research"
+    assert (tool_m.mode, tool_m.uid, tool_m.gid) == (0o4755, 1000, 2345)
+
+
 def test_sigterm_drains(bench, docker_client):
     """SIGTERM: the running judge finishes, the queued ones wait for the next start."""
     bench_dir, root, _, config = bench

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -101,24 +103,41 @@ def _logical_lines(text: str) -> list[str]:
     return out
 
 
+def _prefixed(src: str, prefix: str) -> str:
+    if "://" in src or src.startswith("$"):
+        return src
+    norm = posixpath.normpath(src)
+    return prefix if norm == "." else f"{prefix}/{norm}"
+
+
 def rewrite_copy_sources(text: str, prefix: str) -> tuple[str, int]:
     """COPY/ADD sources made relative to the task directory (sforge's build context)."""
     count = 0
     out = []
     for line in text.splitlines():
         m = re.match(r"^(\s*(?:COPY|ADD)\s+)((?:--\S+\s+)*)(.*)$", line, re.IGNORECASE)
-        if not m or "--from" in m.group(2) or m.group(3).lstrip().startswith("["):
+        if not m or "--from" in m.group(2):
             out.append(line)
             continue
-        args = m.group(3).split()
-        if len(args) < 2:
-            out.append(line)
-            continue
-        srcs = [a if "://" in a else f"{prefix}/{a.lstrip('./') or '.'}".rstrip("/.") or prefix
-                for a in args[:-1]]
-        srcs = [s if s != prefix + "/" else prefix for s in srcs]
+        rest = m.group(3).strip()
+        if rest.startswith("["):  # JSON form
+            try:
+                args = json.loads(rest)
+            except ValueError:
+                out.append(line)
+                continue
+            if not isinstance(args, list) or len(args) < 2:
+                out.append(line)
+                continue
+            new = json.dumps([*(_prefixed(a, prefix) for a in args[:-1]), args[-1]])
+        else:
+            args = rest.split()
+            if len(args) < 2:
+                out.append(line)
+                continue
+            new = " ".join([*(_prefixed(a, prefix) for a in args[:-1]), args[-1]])
         count += 1
-        out.append(m.group(1) + m.group(2) + " ".join([*srcs, args[-1]]))
+        out.append(m.group(1) + m.group(2) + new)
     return "\n".join(out) + ("\n" if text.endswith("\n") else ""), count
 
 
