@@ -288,3 +288,14 @@ def test_parse_cache_with_toml_dates(tmp_path):
     again = load_benchmark(root, HashCache(path))
     assert again.tasks["minimal"].metadata == {"added": datetime.date(2025, 3, 1)}
     assert again.tasks == bench.tasks
+
+
+def test_keep_metadata_joins_the_eval_key_only_when_narrowed(tmp_path: Path) -> None:
+    """The default keeps every eval key as it was; narrowing changes what the judge sees, so
+    it changes the key."""
+    import dataclasses
+
+    task = sforge.loader.load_task(FIXTURES / "type_internet" / "tasks" / "ok", bases={})
+    assert "keep_metadata" not in task.judge_settings()
+    narrowed = dataclasses.replace(task, submission=SubmissionRules(keep_metadata=("mode",)))
+    assert narrowed.judge_settings()["keep_metadata"] == ["mode"]
