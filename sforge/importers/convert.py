@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -159,7 +160,7 @@ def _judge_dockerfile(draft: Draft, moved: list[str]) -> str:
     lines = ["# Written by sforge import: the work image plus the source's tests and a grader.",
              "ARG WORK_IMAGE", "FROM ${WORK_IMAGE}"]
     for name, value in sorted(draft.env_vars.items()):
-        lines.append(f"ENV {name}={value}")
+        lines.append(f"ENV {name}={json.dumps(value)}")
     run: list[str] = []  # consecutive commands share one RUN (apt-get update with install)
     for cmd in [*moved, None]:
         if cmd is None or (cmd.split()[0] in ("source", ".") and ".local/bin/env" in cmd):
