@@ -168,9 +168,11 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=20,
                         help="max-pending in the burst (small, so 503s happen)")
     parser.add_argument("--skip-burst", action="store_true")
+    parser.add_argument("--skip-overhead", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sforge-bench-service-") as tmp:
-        overhead(Path(tmp), args.n)
+        if not args.skip_overhead:
+            overhead(Path(tmp), args.n)
         if not args.skip_burst:
             burst(Path(tmp), args.burst, args.clients, args.pending)
 

@@ -255,11 +255,12 @@ def create_app(service: Service) -> FastAPI:
             except Refused as exc:
                 raise refused(exc) from None
             except Busy as exc:
-                raise busy(exc) from None
+                raise busy(exc, who.run["run_id"]) from None
             except Conflict as exc:
                 raise ApiError(409, str(exc)) from None
         finally:
             await form.close()
+        refused_at.pop(who.run["run_id"], None)
         return JSONResponse(public(sub), status_code=200 if sub["state"] == "done" else 202)
 
     def precheck(run: dict[str, Any], final: bool) -> None:
@@ -277,7 +278,7 @@ def create_app(service: Service) -> FastAPI:
         except Refused as exc:
             raise refused(exc) from None
         except Busy as exc:
-            raise busy(exc) from None
+            raise busy(exc, run["run_id"]) from None
         except Conflict as exc:
             raise ApiError(409, str(exc)) from None
 
@@ -286,9 +287,17 @@ def create_app(service: Service) -> FastAPI:
         return ApiError(429, exc.message, headers, reason=exc.reason,
                         wait_s=round(exc.wait_s, 2) if exc.wait_s else None)
 
-    def busy(exc: Busy) -> ApiError:
+    refused_at: dict[str, float] = {}  # run -> its last 503, until it gets in
+
+    def busy(exc: Busy, run_id: str) -> ApiError:
+        import time
+
+        now = time.monotonic()
+        refused_at[run_id] = now
+        for rid in [r for r, t in refused_at.items() if now - t > 120]:
+            del refused_at[rid]
         queued = int(exc.args[0]) if exc.args else service.limits.max_pending
-        wait = service.scheduler.retry_after(max(0, queued - service.limits.max_pending))
+        wait = service.scheduler.retry_after(len(refused_at))
         return ApiError(503, f"the judge queue is full ({queued} waiting); retry later",
                         {"Retry-After": str(wait)}, reason="queue full", wait_s=wait)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -74,12 +75,13 @@ class Scheduler:
         recent = self.durations[-50:]
         return sum(recent) / len(recent) if recent else 5.0
 
-    def retry_after(self, waiting_over: int = 0) -> int:
-        """Seconds until a place in the queue is likely free: a judge finishes about every
-        mean-judge-time / judges-at-once seconds, once per client already waiting over."""
-        per_slot = max(1.0, self.capacity)
-        return max(1, min(300, math.ceil(self.mean_duration() * (1 + waiting_over)
-                                         / per_slot)))
+    def retry_after(self, waiting: int = 1) -> int:
+        """Seconds a refused client should wait: a judge frees a place about every
+        mean-judge-time / capacity seconds; with `waiting` clients refused, spreading their
+        retries uniformly over the time those places take makes retries arrive about as
+        fast as places free up (one herd retrying at once would mostly be refused again)."""
+        span = self.mean_duration() * max(1, waiting) / max(1.0, self.capacity)
+        return max(1, min(300, random.randint(1, max(1, math.ceil(span)))))
 
     # the loop -----------------------------------------------------------------------
     def _run(self) -> None:
