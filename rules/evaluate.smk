@@ -1,11 +1,14 @@
-# One judge run per eval key (judge tag, archive sha256, judge settings).
+# One judge run per eval key (judge tag, archive sha256, judge settings). Several sforge
+# processes may grade one results directory: the output is update()-flagged so Snakemake
+# never deletes a result another process wrote before this job runs (Job.prepare), and the
+# function's per-key claim makes it wait for that result instead of judging again.
 
 
 rule evaluate:
     input:
         lambda w: ancient(str(P.sentinel(P.refs[w.task]["judge"]))),
     output:
-        str(P.layout.root / "evals" / "{task}" / "{key}.json"),
+        update(str(P.layout.root / "evals" / "{task}" / "{key}.json")),
     wildcard_constraints:
         key="[0-9a-f]{20}",
         task=ids_regex(P.bench.tasks),

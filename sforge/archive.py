@@ -20,8 +20,16 @@ Decisions (see the issue; each one is a trade-off written down):
   writes an INVALID result. It is a verdict about the submission, not an infrastructure error, so
   it is not an exception. Sizes are counted from headers before any data is read, and the
   decompressed stream itself is capped too, so a gzip bomb costs at most the cap.
-* A file that is not a tar archive (or is corrupt) raises ArchiveError naming the file. A
-  zero-byte file is not a tar archive; an archive with zero members is fine.
+* Header bytes count toward `max_bytes` like file data: 512 per header plus every GNU long-name
+  and pax extension record, checked from the header before tarfile reads the record, so a
+  small archive declaring a 300 MB long name is refused at once. An extension record longer
+  than any name the platform can create (MAX_EXTENSION_BYTES) refuses the archive too.
+* Names the kernel cannot create (a component over NAME_MAX bytes, a path under cwd over
+  PATH_MAX, a symlink target over PATH_MAX) are rejected members with that reason, so the
+  Docker daemon never sees them. Listed paths are cut at MAX_LISTED_NAME characters.
+* A file that is not a tar archive (or is corrupt) raises ArchiveError naming the file; the
+  judge turns it into the submission's invalid result. A zero-byte file is not a tar
+  archive; an archive with zero members is fine.
 * Exclude patterns: a pattern without glob characters (`*?[`) is a path prefix matched
   component-wise (`build`, `build/` and `./build` all drop `build` and everything under it, but
   not `builder` or `src/build`). A glob without `/` (`*.o`, `__pycache__*`) matches any path
@@ -79,6 +87,17 @@ from .results import Changed, Rejected
 DEFAULT_MAX_MEMBERS = 10_000
 DEFAULT_MAX_BYTES = 1 << 30  # 1 GiB uncompressed
 MAX_LISTED_REJECTED = 1000
+MAX_LISTED_NAME = 1024  # characters of a rejected path kept in the listing
+# Linux limits (<linux/limits.h>): the longest file name component and path it can create.
+NAME_MAX = 255
+PATH_MAX = 4096
+# A GNU long-name/long-link record longer than PATH_MAX names nothing creatable; pax records
+# may also carry xattrs and comments (dropped anyway), so they get more room. Past these the
+# archive is refused before tarfile reads the record into memory.
+MAX_EXTENSION_BYTES = {tarfile.GNUTYPE_LONGNAME: PATH_MAX + 512,
+                       tarfile.GNUTYPE_LONGLINK: PATH_MAX + 512,
+                       tarfile.XHDTYPE: 1 << 20, tarfile.XGLTYPE: 1 << 20,
+                       tarfile.SOLARIS_XHDTYPE: 1 << 20}
 # The filtered tar stays in memory up to this size, then spills to a temporary file.
 SPOOL_IN_MEMORY = 32 << 20
 # Decompressed bytes allowed per member on top of file data (headers, long names, pax records).
@@ -103,7 +122,7 @@ class ArchiveError(SforgeError):
 @dataclass(frozen=True)
 class ArchiveLimits:
     max_members: int = DEFAULT_MAX_MEMBERS
-    max_bytes: int = DEFAULT_MAX_BYTES  # total uncompressed bytes of file data
+    max_bytes: int = DEFAULT_MAX_BYTES  # total uncompressed bytes: file data and headers
 
 
 @dataclass
@@ -142,6 +161,32 @@ class FilteredArchive:
 
 class _TooLarge(Exception):
     pass
+
+
+class _HeaderTooLarge(_TooLarge):
+    def __init__(self, size: int, limit: int):
+        super().__init__(size, limit)
+        self.size, self.limit = size, limit
+
+
+def _listed(path: str) -> str:
+    """A rejected path as listed: long ones cut, so the listing stays small."""
+    if len(path) <= MAX_LISTED_NAME:
+        return path
+    return f"{path[:MAX_LISTED_NAME]}… ({len(path) - MAX_LISTED_NAME} more characters)"
+
+
+def _name_problem(path: str, cwd: str) -> str | None:
+    """Why the kernel could not create `path` under `cwd`, or None."""
+    raw = path.encode("utf-8", "surrogateescape")
+    longest = max((len(c) for c in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        return (f"name component of {longest} bytes (the platform's limit is {NAME_MAX} "
+                "bytes)")
+    full = len(cwd.rstrip("/").encode("utf-8", "surrogateescape")) + 1 + len(raw)
+    if full >= PATH_MAX:
+        return f"path of {full} bytes under cwd (the platform's limit is {PATH_MAX - 1} bytes)"
+    return None
 
 
 class _Corrupt(Exception):
@@ -342,8 +387,9 @@ def acl_from_text(text: str) -> tuple[bytes, list[str]]:
 
 class _Filter:
     def __init__(self, rules: SubmissionRules, limits: ArchiveLimits, out: tarfile.TarFile,
-                 spool: BinaryIO):
+                 spool: BinaryIO, cwd: str = "/"):
         self.sel = _Selection(rules)
+        self.cwd = cwd
         self.limits = limits
         self.out = out
         self.spool = spool
@@ -373,7 +419,7 @@ class _Filter:
             if is_dir:
                 self.rule_dirs.add(path)
         if len(self.rejected) < MAX_LISTED_REJECTED:
-            self.rejected.append(Rejected(path=path, reason=reason))
+            self.rejected.append(Rejected(path=_listed(path), reason=reason))
         else:
             self.omitted += 1
 
@@ -454,6 +500,25 @@ class _Filter:
         if self.total > self.limits.max_bytes:
             raise _TooLarge
 
+    def header(self, info: tarfile.TarInfo) -> None:
+        """Called for every header as tarfile meets it, before an extension record is read."""
+        self.grow(tarfile.BLOCKSIZE)
+        limit = MAX_EXTENSION_BYTES.get(info.type)
+        if limit is not None:
+            self.grow(info.size)
+            if info.size > limit:
+                raise _HeaderTooLarge(info.size, limit)
+
+    def tarinfo_class(self) -> type[tarfile.TarInfo]:
+        filt = self
+
+        class _CountedInfo(tarfile.TarInfo):
+            def _proc_member(self, tarfile_: tarfile.TarFile):  # type: ignore[override]
+                filt.header(self)
+                return super()._proc_member(tarfile_)
+
+        return _CountedInfo
+
     # -- one member ------------------------------------------------------------------------------
     def add(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
         self.count += 1
@@ -466,6 +531,9 @@ class _Filter:
             return self.reject(m.name, bad)
         if not path:
             return None  # "." / "./": cwd itself
+        too_long = _name_problem(path, self.cwd)
+        if too_long:
+            return self.reject(path, too_long)
         top, _, rest = path.partition("/")
         self.tops.add(top)
         for a in _ancestors(path):
@@ -510,7 +578,9 @@ class _Filter:
             return self.reject(path, f"symlink would replace directory {path!r} holding earlier "
                                "members")
         if m.linkname.startswith("/"):
-            return self.reject(path, f"symlink to absolute path {m.linkname!r}")
+            return self.reject(path, f"symlink to absolute path {_listed(m.linkname)!r}")
+        if len(m.linkname.encode("utf-8", "surrogateescape")) >= PATH_MAX:
+            return self.reject(path, f"symlink target longer than {PATH_MAX - 1} bytes")
         self.links[path] = (m.linkname, self.meta(path, m, link=True))
         return self.accept(path, "link")
 
@@ -597,7 +667,8 @@ def filter_submission(archive: Path, rules: SubmissionRules,
                       cwd: str | None = None) -> FilteredArchive:
     """Read `archive` (tar, tar.gz, tar.bz2, tar.xz) once and keep what is safe and selected.
 
-    `cwd` (where it will be extracted) only sharpens the wrongly-rooted-archive warning.
+    `cwd` is where the judge extracts it: names too long to create under it are rejected,
+    and the wrongly-rooted-archive warning is sharper.
 
     Raises ArchiveError if it is not a readable tar archive; InfrastructureError if the
     filtered copy cannot be written (disk full). A cap overrun is not an exception: see
@@ -612,17 +683,23 @@ def filter_submission(archive: Path, rules: SubmissionRules,
     spool = _spool()
     out = tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT,  # noqa: SIM115
                        encoding="utf-8", errors="surrogateescape")
-    filt = _Filter(rules, limits, out, spool)
+    filt = _Filter(rules, limits, out, spool, cwd or "/")
     cap = limits.max_bytes + (limits.max_members + 4) * _HEADER_ALLOWANCE
     try:
         with src:
             reader = _CappedReader(_decompressed(src), cap)
             with tarfile.open(fileobj=reader, mode="r|",  # type: ignore[call-overload]
-                              encoding="utf-8", errors="surrogateescape") as tar:
+                              encoding="utf-8", errors="surrogateescape",
+                              tarinfo=filt.tarinfo_class()) as tar:
                 for member in tar:
                     filt.add(tar, member)
         filt.finish_links()
         out.close()
+    except _HeaderTooLarge as exc:
+        spool.close()
+        reason = (f"archive has a {exc.size}-byte long-name or pax header (over {exc.limit} "
+                  "bytes: longer than any name the platform can create)")
+        return FilteredArchive(data=_spool(), size=0, refused=reason)
     except _TooLarge:
         spool.close()
         reason = (f"archive exceeds {limits.max_members} members"

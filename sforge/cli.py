@@ -436,12 +436,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_kind(exc: SforgeError) -> str:
+    """"infrastructure" (Docker, registry, disk: retry later) or "input" (fix what you gave)."""
+    from .errors import InfrastructureError
+
+    return "infrastructure" if isinstance(exc, InfrastructureError) else "input"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        from .orchestrate import sweep
+
+        sweep()
         return args.func(args)
     except SforgeError as exc:
         print(f"sforge: error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # the one JSON object a --json caller parses
+            print(json.dumps({"error": str(exc), "kind": error_kind(exc)}))
         return 2
     except KeyboardInterrupt:
         print("sforge: interrupted", file=sys.stderr)

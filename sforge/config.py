@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "verify_images": True,
     "force": False,
     "archive_limits": {"max_members": 10_000, "max_bytes": 1 << 30},
+    "judge_limits": {"pids": 4096, "writable": "10g"},
     "budgets_hours": [2, 4, 6, 8, 10, 12],
     "service": {},  # see SERVICE_DEFAULTS
     "run_timeout_s": 3600,

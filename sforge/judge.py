@@ -23,12 +23,22 @@ Decisions:
 * A refused archive (over the caps) is an invalid result without any container. So is a
   submission Docker cannot extract because it collides with the image (a directory where the
   image has a file): a verdict about the submission, not Docker trouble.
+* A file that is not a tar archive (non-gzip garbage, empty, truncated) is the submission's
+  invalid result with that reason, never an exception: one bad archive must not stop a batch.
 * OOM-killed with no result.json: "killed: out of memory (limit …)". A result written despite
   an OOM kill of some child is kept, with oom_killed set.
-* result.json over MAX_RESULT_BYTES, or not a regular file, is invalid; logs are capped at
-  MAX_LOG_BYTES and end with "[sforge] …" lines saying how the run ended.
-* Containers carry labels sforge.judge=1, owner pid, host and process start time, so
-  `sweep_stale_containers` removes only those of dead owners on this host.
+* result.json over MAX_RESULT_BYTES, or not a regular file, is invalid. The judge's output is
+  read live (attached before start, so the daemon stores none of it and its log rotation can
+  drop nothing): the log keeps the first LOG_HEAD_BYTES and the last LOG_TAIL_BYTES with a
+  "[sforge] … N bytes cut …" line between, and ends with "[sforge] …" lines saying how the run
+  ended.
+* The container trusts its judge less than Docker's defaults: no-new-privileges (setuid bits
+  in a submission grant nothing), a pids limit, every capability dropped except JUDGE_CAPS,
+  and a bound on its writable layer where the daemon supports one (overlay2 on xfs with
+  pquota; elsewhere the memory limit and the wall clock are the only bounds).
+* Containers carry labels sforge.judge=1, owner pid, host, process start time and a deadline
+  (epoch seconds), so `sweep_stale_containers` removes those whose owner died on this host
+  or whose deadline passed, from any sforge process, at its start.
 """
 
 from __future__ import annotations
@@ -40,10 +50,12 @@ import json
 import logging
 import math
 import os
-import socket
 import tarfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +65,7 @@ import docker.errors
 import requests.exceptions
 from docker.types import LogConfig
 
-from . import __version__
+from . import __version__, owner
 from .archive import ArchiveError, ArchiveLimits, FilteredArchive, filter_submission
 from .errors import InfrastructureError
 from .model import Task
@@ -68,9 +80,26 @@ JUDGE_LABEL = "sforge.judge"
 OWNER_PID_LABEL = "sforge.owner.pid"
 OWNER_HOST_LABEL = "sforge.owner.host"
 OWNER_START_LABEL = "sforge.owner.start"  # process start time: a reused pid is not its owner
+DEADLINE_LABEL = "sforge.deadline"  # epoch seconds after which nobody waits for it any more
 TASK_LABEL = "sforge.task"
 MAX_RESULT_BYTES = 16 << 20
-MAX_LOG_BYTES = 64 << 20
+LOG_HEAD_BYTES = 8 << 20
+LOG_TAIL_BYTES = 8 << 20
+# Past the wall clock: time to create, extract, read back and remove before a sweep may kill.
+DEADLINE_GRACE_S = 300
+# What a grader running as root needs, and nothing more: hand files to an unprivileged user
+# (CHOWN, FOWNER), read and clean whatever a submission left with odd modes (DAC_OVERRIDE),
+# run submitted code as that user (SETUID, SETGID) and stop it (KILL). Dropped from Docker's
+# defaults: MKNOD, NET_RAW, NET_BIND_SERVICE, SETPCAP, SETFCAP, FSETID, SYS_CHROOT, AUDIT_WRITE.
+JUDGE_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")
+
+
+@dataclass(frozen=True)
+class ContainerLimits:
+    """Per-container bounds from config.yaml (judge_limits)."""
+
+    pids: int = 4096  # processes + threads: a parallel build or a JVM test run fits
+    writable: str | None = "10g"  # writable layer, where the storage driver can bound it
 # The setup step exits with this code if it cannot clear a planted result.json (then whatever
 # is at RESULT_PATH was not written by the grader). A grader that itself exits 222 is judged
 # invalid too: an accepted ambiguity, documented.
@@ -89,7 +118,9 @@ _SETUP = (
 # Docker's messages when an extracted member collides with the image's filesystem (a file
 # where the submission has a directory, …): a verdict about the submission, not Docker trouble.
 _EXTRACT_CONFLICTS = ("not a directory", "is a directory", "file exists", "cannot overwrite",
-                      "directory not empty")
+                      "directory not empty", "file name too long")
+# Daemons (by address) found unable to bound a container's writable layer.
+_storage_opt_supported: dict[str, bool] = {}
 _GO_DIR = 1 << 31
 _GO_SYMLINK = 1 << 27
 _DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
@@ -104,22 +135,15 @@ def _fmt_num(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
 
 
-def _process_start(pid: int) -> str | None:
-    """Start time of `pid` in clock ticks since boot (field 22 of /proc/<pid>/stat)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return fields[19] if len(fields) > 19 else None
-
-
-def _owner_labels(kind: str = JUDGE_LABEL) -> dict[str, str]:
-    labels = {kind: "1", OWNER_PID_LABEL: str(os.getpid()),
-              OWNER_HOST_LABEL: socket.gethostname()}
-    start = _process_start(os.getpid())
-    if start:
-        labels[OWNER_START_LABEL] = start
+def _owner_labels(kind: str = JUDGE_LABEL, deadline: float | None = None) -> dict[str, str]:
+    """Who owns a container (kind: JUDGE_LABEL, or a run's label), and when nobody waits for
+    it any more (judges: wall clock + grace)."""
+    me = owner.identity()
+    labels = {kind: "1", OWNER_PID_LABEL: me["pid"], OWNER_HOST_LABEL: me["host"]}
+    if deadline is not None:
+        labels[DEADLINE_LABEL] = str(int(deadline))
+    if "start" in me:
+        labels[OWNER_START_LABEL] = me["start"]
     return labels
 
 
@@ -140,24 +164,66 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_log(path: Path, chunks: Iterator[bytes], trailer: str) -> None:
-    """Stream the judge's stdout+stderr to `path` (capped), then sforge's own trailer lines."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+class _LogWriter:
+    """The judge's stdout+stderr to `path`: the first LOG_HEAD_BYTES straight to a temporary
+    file, the last LOG_TAIL_BYTES in memory, a "… N bytes cut …" line between; the file
+    appears (atomically) only at `finish`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        self.fh = self.tmp.open("wb")
+        self.head = 0
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.cut = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = LOG_HEAD_BYTES - self.head
+        if room > 0:
+            self.fh.write(chunk[:room])
+            self.head += min(room, len(chunk))
+            chunk = chunk[room:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_size += len(chunk)
+        while self.tail_size - len(self.tail[0]) >= LOG_TAIL_BYTES:
+            self.cut += len(self.tail[0])
+            self.tail_size -= len(self.tail.popleft())
+
+    def finish(self, trailer: str) -> None:
+        try:
+            tail = b"".join(self.tail)
+            extra = len(tail) - LOG_TAIL_BYTES
+            if extra > 0:
+                self.cut += extra
+                tail = tail[extra:]
+            if self.cut:
+                self.fh.write(f"\n[sforge] … {self.cut} bytes cut …\n".encode())
+            self.fh.write(tail)
+            self.fh.write(trailer.encode())
+            self.fh.close()
+            os.replace(self.tmp, self.path)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        if not self.fh.closed:
+            self.fh.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _write_log(path: Path, chunks: Iterable[bytes], trailer: str) -> None:
+    """The judge's output (head and tail kept), then sforge's own trailer lines."""
+    writer = _LogWriter(path)
     try:
-        with tmp.open("wb") as fh:
-            written = 0
-            for chunk in chunks:
-                if written + len(chunk) > MAX_LOG_BYTES:
-                    fh.write(chunk[: MAX_LOG_BYTES - written])
-                    fh.write(f"\n[sforge] log truncated at {MAX_LOG_BYTES} bytes\n".encode())
-                    break
-                fh.write(chunk)
-                written += len(chunk)
-            fh.write(trailer.encode())
-        os.replace(tmp, path)
+        for chunk in chunks:
+            writer.feed(chunk)
+        writer.finish(trailer)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        writer.discard()
         raise
 
 
@@ -209,14 +275,18 @@ class _JudgeRun:
     """One container's life: create → extract → start → wait → read → (always) remove."""
 
     def __init__(self, client: docker.DockerClient, image: str, task: Task,
-                 timeout: float, log_path: Path | None):
+                 timeout: float, log_path: Path | None, limits: ContainerLimits):
         self.api = client.api
         self.daemon = _daemon(client)
         self.image = image
         self.task = task
         self.timeout = timeout
         self.log_path = log_path
+        self.limits = limits
         self.id: str | None = None
+        self.log: _LogWriter | None = None
+        self.reader: threading.Thread | None = None
+        self.read_error: BaseException | None = None
 
     def _infra(self, what: str, exc: Exception) -> InfrastructureError:
         if isinstance(exc, requests.exceptions.ConnectionError):
@@ -227,31 +297,55 @@ class _JudgeRun:
 
     def create(self) -> None:
         judge, env = self.task.judge, self.task.environment
+        deadline = time.time() + self.timeout + DEADLINE_GRACE_S
+        writable = self.limits.writable if _storage_opt_supported.get(self.daemon, True) \
+            else None
+        while True:
+            try:
+                resp = self.api.create_container(
+                    self.image,
+                    entrypoint=["/bin/sh", "-c", _SETUP, "sforge-judge", judge.cmd],
+                    working_dir=env.cwd,
+                    environment={"SFORGE_CPUS": _fmt_num(judge.cpus),
+                                 "SFORGE_MEMORY": judge.memory},
+                    labels={**_owner_labels(deadline=deadline), TASK_LABEL: self.task.id},
+                    host_config=self._host_config(writable),
+                    detach=True,
+                )
+                break
+            except docker.errors.ImageNotFound:
+                raise InfrastructureError(f"judge image {self.image} not found on the Docker "
+                                          f"daemon at {self.daemon}; build it first") from None
+            except docker.errors.APIError as exc:
+                if writable and "storage-opt" in str(exc.explanation or exc).lower():
+                    _storage_opt_supported[self.daemon] = False  # said once per daemon
+                    log.info("the Docker daemon at %s cannot bound a container's writable "
+                             "layer (%s); judges run without that bound", self.daemon,
+                             exc.explanation)
+                    writable = None
+                    continue
+                raise self._infra("creating the judge container", exc) from None
+            except _DOCKER_ERRORS as exc:
+                raise self._infra("creating the judge container", exc) from None
+        self.id = resp["Id"]
+
+    def _host_config(self, writable: str | None) -> dict[str, Any]:
+        judge = self.task.judge
         memory = parse_memory(judge.memory)
-        host_config = self.api.create_host_config(
+        return self.api.create_host_config(
             init=True,
             network_mode="bridge" if judge.internet else "none",
             nano_cpus=int(judge.cpus * 1e9),
             mem_limit=memory,
             memswap_limit=memory,  # equal: no swap on top of the limit
-            log_config=LogConfig(type="json-file", config={"max-size": "64m"}),
+            # Output is read live by attaching (see run): the daemon keeps none of it.
+            log_config=LogConfig(type="none"),
+            security_opt=["no-new-privileges"],
+            cap_drop=["ALL"],
+            cap_add=list(JUDGE_CAPS),
+            pids_limit=self.limits.pids,
+            storage_opt={"size": writable} if writable else None,
         )
-        try:
-            resp = self.api.create_container(
-                self.image,
-                entrypoint=["/bin/sh", "-c", _SETUP, "sforge-judge", judge.cmd],
-                working_dir=env.cwd,
-                environment={"SFORGE_CPUS": _fmt_num(judge.cpus), "SFORGE_MEMORY": judge.memory},
-                labels={**_owner_labels(), TASK_LABEL: self.task.id},
-                host_config=host_config,
-                detach=True,
-            )
-        except docker.errors.ImageNotFound:
-            raise InfrastructureError(f"judge image {self.image} not found on the Docker daemon "
-                                      f"at {self.daemon}; build it first") from None
-        except _DOCKER_ERRORS as exc:
-            raise self._infra("creating the judge container", exc) from None
-        self.id = resp["Id"]
 
     def extract(self, filtered: FilteredArchive) -> str | None:
         """Put the filtered submission into cwd; a collision with the image is a verdict."""
@@ -276,12 +370,33 @@ class _JudgeRun:
             raise self._infra("extracting the submission", exc) from None
         return None
 
+    def attach(self) -> None:
+        """Read the judge's output from before its first byte, in a thread, into the log."""
+        if self.log_path is None:
+            return
+        try:
+            stream = self.api.attach(self.id, stdout=True, stderr=True, stream=True, logs=False)
+        except _DOCKER_ERRORS as exc:
+            raise self._infra("attaching to the judge", exc) from None
+        self.log = _LogWriter(self.log_path)
+
+        def pump() -> None:
+            try:
+                for chunk in stream:
+                    self.log.feed(chunk)  # type: ignore[union-attr]
+            except BaseException as exc:  # noqa: BLE001 (reported after the run)
+                self.read_error = exc
+
+        self.reader = threading.Thread(target=pump, name="sforge-judge-log", daemon=True)
+        self.reader.start()
+
     def run(self) -> tuple[bool, float, str, str]:
         """Start and wait up to the wall clock; kill at once on expiry. → timed_out, …"""
         started_at = _now()
         t0 = time.monotonic()
         timed_out = False
         try:
+            self.attach()
             self.api.start(self.id)
             running = time.monotonic()  # the clock runs from here: start-up is Docker's time
             try:
@@ -337,13 +452,22 @@ class _JudgeRun:
     def write_log(self, trailer: str) -> None:
         if self.log_path is None:
             return
-        try:
-            chunks = self.api.logs(self.id, stdout=True, stderr=True, stream=True, follow=False)
-            _write_log(self.log_path, chunks, trailer)
-        except _DOCKER_ERRORS as exc:
-            raise self._infra("reading the judge's logs", exc) from None
+        if self.log is None:  # never started: only sforge's lines
+            _write_log(self.log_path, (), trailer)
+            return
+        if self.reader is not None:
+            self.reader.join(timeout=30)
+            if self.reader.is_alive():
+                trailer = "\n[sforge] output still open 30 s after the judge ended: log cut here" \
+                    + trailer
+        if self.read_error is not None and not isinstance(self.read_error, _DOCKER_ERRORS):
+            raise self.read_error
+        writer, self.log = self.log, None
+        writer.finish(trailer)
 
     def remove(self) -> None:
+        if self.log is not None:
+            self.log.discard()
         if self.id is None:
             return
         try:
@@ -370,7 +494,8 @@ def _dirs_tar(path: str) -> bytes:
 def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path, *,
               limits: ArchiveLimits | None = None, timeout: float | None = None,
               log_path: Path | None = None, key: str | None = None,
-              submission: str | None = None) -> EvalResult:
+              submission: str | None = None,
+              container_limits: ContainerLimits | None = None) -> EvalResult:
     """Grade `archive` with the judge `image` of `task`; return the verdict as an EvalResult.
 
     `submission` is the archive's sha256 and `key` the eval key; both are computed when not
@@ -378,15 +503,21 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
     `timeout` overrides `[judge] timeout_sec`. `log_path` receives the judge's stdout and
     stderr, followed by a few "[sforge]" lines.
 
-    Raises ArchiveError (not a tar archive) and InfrastructureError (Docker trouble); every
-    other outcome, including refused archives, timeouts and OOM kills, is a result.
+    Raises InfrastructureError (Docker trouble, an archive that cannot be opened); every
+    other outcome, including archives that are not tar archives, refused archives, timeouts
+    and OOM kills, is a result.
     """
     archive = Path(archive)
     submission = submission or _sha256(archive)
     settings = task.judge_settings()
     wall = float(timeout if timeout is not None else task.judge.timeout_sec)
 
-    with filter_submission(archive, task.submission, limits, task.environment.cwd) as filtered:
+    try:
+        filtered = filter_submission(archive, task.submission, limits, task.environment.cwd)
+    except ArchiveError as exc:  # not a tar archive: this submission's verdict
+        filtered = FilteredArchive(data=io.BytesIO(), size=0,
+                                   refused=str(exc).replace(str(archive), "the submission"))
+    with filtered:
         def result(**fields: Any) -> EvalResult:
             fields.setdefault("score", None)
             fields.setdefault("summary", fields.get("reason") or "")
@@ -400,13 +531,18 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
                               warnings=filtered.warnings,
                               log=str(log_path) if log_path else None, **fields)
 
-        if filtered.refused:
+        def refused(reason: str, rejected: list) -> EvalResult:
             now = _now()
             if log_path is not None:
-                _write_log(log_path, iter(()), f"[sforge] archive refused: {filtered.refused}\n")
-            return result(valid=False, reason=filtered.refused, rejected=filtered.rejected,
-                          started_at=now, finished_at=now)
-        return _grade(_JudgeRun(client, image, task, wall, log_path), filtered, result)
+                _write_log(log_path, (), f"[sforge] archive refused: {reason}\n")
+            return result(valid=False, reason=reason, rejected=rejected, started_at=now,
+                          finished_at=now)
+
+        if filtered.refused:
+            return refused(filtered.refused, filtered.rejected)
+        run = _JudgeRun(client, image, task, wall, log_path,
+                        container_limits or ContainerLimits())
+        return _grade(run, filtered, result)
 
 
 def _grade(run: _JudgeRun, filtered: FilteredArchive,
@@ -451,27 +587,14 @@ def _grade(run: _JudgeRun, filtered: FilteredArchive,
         run.remove()
 
 
-def _alive(pid: int, start: str | None) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    current = _process_start(pid)
-    return start is None or current is None or current == start
-
-
 def sweep_stale_containers(client: docker.DockerClient, kind: str = JUDGE_LABEL) -> list[str]:
-    """Remove containers (judges, or work containers with kind=RUN_LABEL of runs) left by dead
-    sforge processes on this host; → removed ids.
+    """Remove containers nobody waits for (judges, or work containers of runs with
+    kind=RUN_LABEL); → removed ids.
 
-    A container belongs to a live run when its owner pid exists here with the same start time;
-    those (and other hosts' containers) are never touched.
+    Stale: its owner died on this host (pid gone, or reused by another process), or its
+    deadline label passed (on any host: the owner overran or hangs). A live owner's judge
+    within its deadline, and another host's judge within its deadline, are never touched.
     """
-    host = socket.gethostname()
     removed = []
     try:
         containers = client.api.containers(all=True, filters={"label": kind})
@@ -480,18 +603,22 @@ def sweep_stale_containers(client: docker.DockerClient, kind: str = JUDGE_LABEL)
                                   f"{_daemon(client)}: {exc}") from None
     for c in containers:
         labels = c.get("Labels") or {}
-        if labels.get(OWNER_HOST_LABEL) != host:
-            continue
         try:
-            pid = int(labels.get(OWNER_PID_LABEL, ""))
-        except ValueError:
-            continue
-        if _alive(pid, labels.get(OWNER_START_LABEL)):
+            deadline: float | None = float(labels[DEADLINE_LABEL])
+        except (KeyError, ValueError):
+            deadline = None
+        if owner.gone(labels.get(OWNER_HOST_LABEL), labels.get(OWNER_PID_LABEL),
+                      labels.get(OWNER_START_LABEL), deadline) is None:
             continue
         try:
             client.api.remove_container(c["Id"], force=True)
         except docker.errors.NotFound:
-            pass
+            continue  # another sweeper was first
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # "removal … already in progress": another sweeper
+                continue
+            raise InfrastructureError(f"cannot remove stale judge container {c['Id'][:12]}: "
+                                      f"{exc}") from None
         except _DOCKER_ERRORS as exc:
             raise InfrastructureError(f"cannot remove stale judge container {c['Id'][:12]}: "
                                       f"{exc}") from None

@@ -32,6 +32,10 @@ class Layout:
     def eval_log(self, task: str, key: str) -> Path:
         return self.root / "evals" / task / f"{key}.log"
 
+    def eval_claim(self, task: str, key: str) -> Path:
+        """Held while a process grades the key (sforge.claims): the key is graded once."""
+        return self.root / "evals" / task / f"{key}.claim"
+
     @property
     def store(self) -> Path:
         """Archives given to `sforge eval`, by source and task, named by their sha256."""

@@ -191,11 +191,18 @@ def pull_images(pipe: Pipeline, ids: list[str] | None,
 
 # eval / grade / report ----------------------------------------------------------------
 def sweep() -> None:
-    """Remove judge containers left by sforge processes that died (never a live run's)."""
+    """Every command starts here, with or without work: remove judge containers whose owner
+    died or whose deadline passed (never a live run's). Without a daemon there is nothing to
+    sweep, and the command itself says whether it needs one."""
+    from .errors import InfrastructureError
     from .judge import sweep_stale_containers
     from .targets import engine
 
-    for cid in sweep_stale_containers(engine().client):
+    try:
+        removed = sweep_stale_containers(engine().client)
+    except InfrastructureError:
+        return
+    for cid in removed:
         say(f"removed stale judge container {cid[:12]}")
 
 
@@ -255,7 +262,7 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
                  force: bool = False) -> EvalOutcome:
     """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge; with
     `force`, grade it again although a result is stored (the old one goes to history/)."""
-    from .results import EvalResult
+    from .results import load_result
     from .submissions import store_archive
     from .targets import grade
 
@@ -280,9 +287,9 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
         from .results import retire
 
         retire(out)
-    if out.exists():
-        return EvalOutcome(target, EvalResult.read(out), out, already=True)
-    sweep()
+    stored = load_result(out)  # an unreadable one is set aside and graded again
+    if stored is not None:
+        return EvalOutcome(target, stored, out, already=True)
     ensure_judge(pipe, task.id, ex)
     return EvalOutcome(target, grade(pipe, target), out)
 
@@ -304,7 +311,6 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
     missing = [p for p in paths if not p.exists()]
     if missing:
         say(f"{len(missing)} of {len(paths)} result(s) to grade")
-        sweep()
         prepare_images(pipe, ids)
         run_workflow(pipe.config, missing, ex)
     still = [p for p in missing if not p.exists()]
@@ -319,8 +325,6 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
     # Pending results are targets of their own: Snakemake does not remake a missing
     # intermediate file when what depends on it is present.
     pending = sorted({p for _, p in pipe.records() if not p.exists()})
-    if pending:
-        sweep()
     return run_workflow(pipe.config, [*pending, pipe.layout.report], ex)
 
 

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .errors import SforgeError
 from .hashing import HashCache
+
+log = logging.getLogger(__name__)
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 SIDECAR_FIELDS = ("submitted_at", "elapsed_s", "agent", "model")
@@ -37,18 +40,34 @@ def split_archive_name(filename: str) -> str | None:
 
 
 def _sidecar(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
+    """The sidecar's fields; a bad sidecar is a warning naming the file (its archive is still
+    graded, without that metadata): one agent's bad file must not stop everyone's grading."""
     try:
-        data = json.loads(path.read_text())
-    except ValueError as exc:
-        raise SforgeError(f"{path}: not valid JSON: {exc}") from None
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, RecursionError) as exc:
+        return _bad_sidecar(path, f"not valid JSON: {str(exc)[:200]}")
     if not isinstance(data, dict):
-        raise SforgeError(f"{path}: expected a JSON object with {', '.join(SIDECAR_FIELDS)}")
+        return _bad_sidecar(path, f"expected a JSON object with {', '.join(SIDECAR_FIELDS)}")
     out = {k: data.get(k) for k in SIDECAR_FIELDS}
-    if out["elapsed_s"] is not None and not isinstance(out["elapsed_s"], int | float):
-        raise SforgeError(f"{path}: [elapsed_s] expected a number of seconds")
+    for key in ("submitted_at", "agent", "model"):
+        if out[key] is not None and not isinstance(out[key], str):
+            log.warning("sforge: warning: %s: [%s] expected a string; ignored", path, key)
+            out[key] = None
+    elapsed = out["elapsed_s"]
+    if elapsed is not None and (not isinstance(elapsed, int | float) or isinstance(elapsed, bool)
+                                or not math.isfinite(elapsed) or elapsed < 0):
+        log.warning("sforge: warning: %s: [elapsed_s] expected a number of seconds ≥ 0; "
+                    "ignored", path)
+        out["elapsed_s"] = None
     return out
+
+
+def _bad_sidecar(path: Path, why: str) -> dict[str, Any]:
+    log.warning("sforge: warning: %s: %s; its archive is graded without this metadata",
+                path, why)
+    return {}
 
 
 def discover(roots: list[Path], cache: HashCache) -> list[Submission]:

@@ -56,11 +56,25 @@ def judge_runtime_min(pipe: Pipeline, task_id: str) -> int:
 
 
 def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
-    """Run the judge on one archive and write its result file atomically."""
+    """The result of one eval key: the stored one, else the judge's, written atomically.
+
+    Every grader (CLI, Snakemake rule, cluster job, judge service) comes through here, so
+    each gets the per-key claim: whatever number of processes and hosts share a results
+    directory, a key is judged once; a process that finds the key claimed waits for that
+    result (or takes the claim over when its holder died or overran). An unreadable stored
+    result is set aside into history/ and graded again. Returning normally always means the
+    result file exists, so Snakemake never sees this job fail because another won the race.
+    """
     from .archive import ArchiveLimits
-    from .judge import run_judge
+    from .claims import holding
+    from .judge import DEADLINE_GRACE_S, ContainerLimits, run_judge
+    from .results import load_result
 
     task = target.spec
+    out = pipe.eval_path(target)
+    stored = load_result(out)
+    if stored is not None:
+        return stored
     actual = pipe.cache.sha256(target.archive)
     if actual != target.sha256:
         raise SforgeError(f"{target.archive} changed since planning (sha256 {actual}); "
@@ -71,16 +85,22 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
             raise InfrastructureError(f"judge image {target.judge.tag} is not in the Docker "
                                       f"daemon (build it: sforge build --task {task.id})")
         ensure_local(pipe, eng, target.judge)
-    limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
-    log = pipe.layout.eval_log(task.id, target.key)
-    result = run_judge(eng.client, target.judge.tag, task, target.archive, limits=limits,
-                       log_path=log)
-    result.key = target.key
-    result.submission = target.sha256
-    result.judge_image = target.judge.tag
-    result.log = str(log)
-    result.write(pipe.eval_path(target))
-    return result
+    ttl = task.judge.timeout_sec + DEADLINE_GRACE_S
+    with holding(pipe.layout.eval_claim(task.id, target.key), ttl, lambda: load_result(out),
+                 what=f"{task.id} {target.archive}") as (claim, other):
+        if claim is None:
+            assert other is not None
+            return other  # graded meanwhile by another process
+        limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
+        log = pipe.layout.eval_log(task.id, target.key)
+        result = run_judge(eng.client, target.judge.tag, task, target.archive, limits=limits,
+                           log_path=log, container_limits=ContainerLimits(
+                               **pipe.config.get("judge_limits", {})))
+        result.key = target.key
+        result.submission = target.sha256
+        result.judge_image = target.judge.tag
+        result.log = str(log)
+        return result.write(out)
 
 
 def grade_target(pipe: Pipeline, key: str) -> EvalResult:

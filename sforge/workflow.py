@@ -19,6 +19,12 @@ from .errors import SforgeError
 
 SNAKEFILE = REPO_ROOT / "Snakefile"
 RERUN_TRIGGERS = ("mtime", "input")  # never code/params: upgrading sforge rebuilds nothing
+# Several sforge processes may work on one results directory (no Snakemake lock; per-key
+# claims instead). Every product is written atomically, so Snakemake's "incomplete" markers,
+# left by a process killed mid-job, mean nothing: never stop on them, never delete a file
+# because of them (another process may have written it meanwhile).
+SHARED_RESULTS = {"keep_incomplete": True, "ignore_incomplete": True}
+SHARED_RESULTS_ARGS = ("--keep-incomplete", "--ignore-incomplete", "--nolock")
 
 
 @dataclass
@@ -81,7 +87,8 @@ def _run_api(job: Run) -> bool:
             dag.execute_workflow(
                 pseudo_executor="dryrun" if job.dryrun else None,
                 execution_settings=ExecutionSettings(keep_going=job.keep_going,
-                                                     use_threads=True, lock=False),
+                                                     use_threads=True, lock=False,
+                                                     **SHARED_RESULTS),
                 # the ILP scheduler starts a solver process per round: ~0.2 s a judge here
                 scheduling_settings=SchedulingSettings(scheduler="greedy"),
                 scheduler_settings=GreedySchedulerSettings(),
@@ -117,7 +124,8 @@ def _run_cli(job: Run) -> bool:
         profile = REPO_ROOT / "profiles" / job.profile  # a bare name: --profile slurm
     args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
             "--directory", str(results), "--profile", str(profile),
-            "--rerun-triggers", *RERUN_TRIGGERS, "--configfile", str(configfile)]
+            "--rerun-triggers", *RERUN_TRIGGERS, "--configfile", str(configfile),
+            *SHARED_RESULTS_ARGS]
     if job.keep_going:
         args.append("--keep-going")
     if job.dryrun:

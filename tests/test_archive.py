@@ -403,7 +403,7 @@ def test_wrongly_rooted_archive_is_said(tmp_path: Path, paths, names, warn) -> N
 
 
 def test_long_and_non_utf8_names_survive(tmp_path: Path) -> None:
-    long = "d/" + "n" * 300
+    long = "d/" + "/".join(["n" * 250] * 4)
     odd = b"caf\xe9".decode("utf-8", "surrogateescape")
     path = tmp_path / "odd.tar"
     with tarfile.open(path, "w", format=tarfile.GNU_FORMAT, encoding="utf-8",
@@ -465,6 +465,74 @@ def test_header_bloat_is_capped_too(tmp_path: Path) -> None:
     """A huge long-name header is no file data, but still decompressed bytes: capped."""
     filtered = run(tmp_path, reg("n" * 200_000), limits=ArchiveLimits(max_members=2, max_bytes=0))
     assert filtered.refused == "archive exceeds 0 bytes uncompressed"
+
+
+def test_names_over_platform_limits_rejected_before_the_daemon(tmp_path: Path) -> None:
+    """A 300-byte component or a 4,200-character path: the kernel cannot create them, so they
+    are rejected members (listed cut short), not a Docker error later."""
+    component = "c" * 300
+    deep = "/".join(["p" * 200] * 21)  # 4,220 characters
+    filtered = run(tmp_path, reg(component), reg(deep), reg("ok.txt"),
+                   sym("l", "x/" * 2100), mode="w")
+    got = reasons(filtered)
+    assert list(filtered.members) == ["ok.txt"]
+    assert got[component].startswith("name component of 300 bytes")
+    [(listed, why)] = [(p, r) for p, r in got.items() if p.startswith("pppp")]
+    assert why.startswith("path of 4") and "platform's limit is 4095" in why
+    assert len(listed) < 1100 and listed.endswith("more characters)")
+    assert "symlink target longer than 4095" in got["l"]
+
+
+def test_name_limit_counts_cwd(tmp_path: Path) -> None:
+    name = "/".join(["q" * 200] * 20)  # 4,019 bytes: fits under "/", not under a deep cwd
+    path = make_tar(tmp_path / "a.tar", reg(name), mode="w")
+    with filter_submission(path, EVERYTHING) as ok:
+        assert ok.members == [name]
+    with filter_submission(path, EVERYTHING, cwd="/" + "w" * 200) as deep:
+        assert deep.members == [] and "platform's limit" in deep.rejected[0].reason
+
+
+def test_long_name_header_bomb_refused_without_reading_it(tmp_path: Path) -> None:
+    """A 300 MB GNU long-name record in a ~300 KB archive: refused from its header, and the
+    name never held in memory (it would be 300 MB of RSS and of result JSON)."""
+    import resource
+
+    size = 300 << 20
+    head = tarfile.TarInfo("././@LongLink")
+    head.type = tarfile.GNUTYPE_LONGNAME
+    head.size = size
+    path = tmp_path / "bomb.tar.gz"
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(head.tobuf(tarfile.USTAR_FORMAT))
+        chunk = b"n" * (1 << 20)
+        for _ in range(size >> 20):
+            fh.write(chunk)
+    assert path.stat().st_size < 2 << 20
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with filter_submission(path, EVERYTHING) as filtered:
+        assert filtered.refused and "long-name or pax header" in filtered.refused
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 << 10  # KiB
+    with filter_submission(path, EVERYTHING, ArchiveLimits(max_bytes=100 << 20)) as small:
+        assert small.refused == f"archive exceeds {100 << 20} bytes uncompressed"
+
+
+def test_pax_header_bomb_refused(tmp_path: Path) -> None:
+    head = tarfile.TarInfo("PaxHeaders/x")
+    head.type = tarfile.XHDTYPE
+    head.size = 50 << 20
+    path = tmp_path / "pax.tar.gz"
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(head.tobuf(tarfile.USTAR_FORMAT))
+        fh.write(b"9 a=bcd\n" * ((50 << 20) // 8))
+    with filter_submission(path, EVERYTHING) as filtered:
+        assert filtered.refused and "pax header" in filtered.refused
+
+
+def test_header_bytes_count_toward_max_bytes(tmp_path: Path) -> None:
+    """Empty files cost no data, but each costs a 512-byte header: 100 of them exceed 40 KB."""
+    entries = [reg(f"f{i}", b"") for i in range(100)]
+    assert not run(tmp_path, *entries, limits=ArchiveLimits(max_bytes=60_000)).refused
+    assert run(tmp_path, *entries, limits=ArchiveLimits(max_bytes=40_000)).refused
 
 
 def test_symlink_web_resolves_in_linear_time(tmp_path: Path) -> None:

@@ -12,6 +12,9 @@ else
   period=$(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)
   mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)
 fi
+pids=$(cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max)
+nnp=$(awk '/^NoNewPrivs/ {print $2}' /proc/self/status)
+capeff=$(awk '/^CapEff/ {print $2}' /proc/self/status)
 score=0
 solution=""
 if [ -f solution.txt ]; then
@@ -24,5 +27,6 @@ cat > /opt/sforge/result.json <<JSON
  "details": [$files],
  "metrics": {"escaped": [$escaped], "net": [$nets], "cpus": "$SFORGE_CPUS",
              "memory": "$SFORGE_MEMORY", "quota": "$quota", "period": "$period",
-             "mem_limit": "$mem", "pwd": "$(pwd)", "solution": "$solution"}}
+             "mem_limit": "$mem", "pids": "$pids", "nnp": "$nnp",
+             "capeff": "$capeff", "pwd": "$(pwd)", "solution": "$solution"}}
 JSON

@@ -1,0 +1,86 @@
+"""Eval result files: judge text made safe once when written, listings capped with a note,
+replaced results and unreadable ones kept in history/ (the unreadable ones graded again)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from sforge import results
+from sforge.results import EvalResult, Rejected, load_result
+
+
+def make(**fields: object) -> EvalResult:
+    base = {"task": "t", "submission": "s" * 64, "key": "k" * 20, "valid": True,
+            "score": 1.0, "summary": "ok"}
+    return EvalResult(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def stored(path: Path) -> dict:
+    raw = path.read_bytes()
+    raw.decode("utf-8")  # strict: every byte is UTF-8
+    return json.loads(raw)
+
+
+def test_lone_surrogates_and_controls_become_replacement_chars(tmp_path: Path) -> None:
+    """A grader echoing a non-UTF-8 file name (caf\\udce9) used to be stored as is; `report`
+    then died with UnicodeEncodeError naming no file."""
+    path = tmp_path / "r.json"
+    make(summary="caf\udce9 \x1b[31mred\x1b[0m\ttab\nline",
+         details=[{"file\udce9": "x\ud800"}], metrics={"m": "\x00"},
+         rejected=[Rejected("caf\udce9", "why")]).write(path)
+    data = stored(path)
+    assert data["summary"] == "caf\ufffd \ufffd[31mred\ufffd[0m\ttab\nline"
+    assert data["details"] == [{"file\ufffd": "x\ufffd"}]
+    assert data["metrics"] == {"m": "\ufffd"}
+    assert data["rejected"] == [{"path": "caf\ufffd", "reason": "why"}]
+    assert load_result(path).summary.startswith("caf\ufffd")
+
+
+def test_listings_capped_with_a_note(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    make(summary="s" * 100_000, details=["d" * 1000] * 1000,
+         rejected=[Rejected("p" * 5000, "r")] * 3000,
+         metrics={f"m{i}": "v" * 100 for i in range(2000)}).write(path)
+    data = stored(path)
+    assert len(path.read_bytes()) < 2 << 20
+    assert data["summary"].endswith(f"[sforge: {100_000 - results.MAX_SUMMARY_CHARS} more "
+                                    "characters cut]")
+    assert data["details"][-1].startswith("[sforge: ") and "of 1000 entries cut" in \
+        data["details"][-1]
+    assert len(data["rejected"]) == results.MAX_REJECTED + 1
+    assert data["rejected"][-1]["reason"] == "2000 more rejected members not listed"
+    assert len(data["rejected"][0]["path"]) < 1100
+    assert "entries cut" in data["metrics"]["sforge_cut"]
+
+
+def test_replaced_result_goes_to_history(tmp_path: Path) -> None:
+    path = tmp_path / "evals" / "t" / "k.json"
+    make(score=1.0).write(path)
+    make(score=2.0).write(path)
+    assert stored(path)["score"] == 2.0
+    [old] = (path.parent / "history").iterdir()
+    assert old.name.startswith("k.") and old.name.endswith(".superseded.json")
+    assert stored(old)["score"] == 1.0
+
+
+@pytest.mark.parametrize("damage", [b'{"task": "t", "valid": tr', b"", b"[1, 2]",
+                                    b'{"valid": "yes"}'])
+def test_unreadable_result_set_aside_with_a_warning(tmp_path: Path, damage: bytes,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "evals" / "t" / "k.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(damage)
+    with caplog.at_level(logging.WARNING):
+        assert load_result(path) is None
+    assert not path.exists()
+    [aside] = (path.parent / "history").iterdir()
+    assert aside.read_bytes() == damage and aside.name.endswith(".unreadable.json")
+    assert str(path) in caplog.text and "graded again" in caplog.text
+
+
+def test_missing_result_is_none(tmp_path: Path) -> None:
+    assert load_result(tmp_path / "nope.json") is None
