@@ -4,9 +4,10 @@ Only a grader's verdict becomes a result (valid or invalid, with a reason); infr
 failures raise instead, so no file is written and the next run retries.
 
 Writing is the one place judge text is made safe, once: lone surrogates (a non-UTF-8 file
-name a grader echoed) and control characters other than tab and newline become U+FFFD, and
-summary, reason, details, metrics and the rejected list are capped, each with a note of what
-was cut, so every reader (report, scores, a terminal) gets a small, valid, printable record.
+name a grader echoed) and control characters other than tab, newline and carriage return
+become U+FFFD, and summary, reason, details, metrics and the rejected list are capped, each
+with a note of what was cut, so every reader (report, scores, a terminal) gets a small,
+valid, printable record.
 
 A result file is only ever replaced atomically; the one it replaces, and any result file that
 cannot be read back, goes to evals/<task>/history/ (with a warning) so nothing is lost and
@@ -37,8 +38,8 @@ MAX_REJECTED = 1000
 MAX_NAME_CHARS = 1024  # a rejected path or a dict key
 HISTORY_DIR = "history"
 
-# Lone surrogates, C0 controls but tab and newline, DEL and C1 controls (terminal escapes).
-_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Lone surrogates, C0 controls but tab, newline and CR, DEL and C1 controls (terminal escapes).
+_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def clean_text(text: str, limit: int | None = None) -> str:
