@@ -59,6 +59,18 @@ def judge_leaks(dockerfile: Path) -> list[str]:
     return found
 
 
+def _refuse_judge_images(ref: ImageRef, dockerfile: Path, engine: ContainerEngine) -> None:
+    """A work or base build must not read a judge image (FROM, COPY --from, RUN --mount):
+    by name, or by a digest, id or other tag the daemon knows for one."""
+    from .check.dockerfile import judge_image_uses
+
+    uses = judge_image_uses(dockerfile, engine.image_tags)
+    if uses:
+        raise ImageBuildError(ref, f"a {ref.kind} image must not read a judge image (the "
+                              "hidden grader and tests would leak):\n  " + "\n  ".join(
+                                  f"{dockerfile}:{line}: {msg}" for line, msg in uses))
+
+
 def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
     """Fixed owner and mtime, so the context is the same on any clone."""
     info = tar.gettarinfo(str(path), arcname=arcname)
@@ -205,6 +217,8 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
         pipe.cache.save()
         for dep in ref.deps:
             ensure_local(pipe, engine, dep)
+    if ref.kind in ("work", "base"):
+        _refuse_judge_images(ref, root / dockerfile, engine)
     log.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     started = time.monotonic()

@@ -31,6 +31,11 @@ class ContainerEngine(ABC):
     @abstractmethod
     def registry_has(self, remote: str) -> bool: ...
 
+    def image_tags(self, ref: str) -> list[str]:
+        """Every tag the engine holds for the image `ref` names (a name:tag, an id or a
+        digest); [] when it holds no such image."""
+        return []
+
     @abstractmethod
     def push(self, local: str, remote: str) -> None: ...
 
@@ -156,6 +161,18 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             return None
         except docker.errors.APIError as exc:
             raise InfrastructureError(f"cannot inspect image {tag}: {exc}") from None
+
+    def image_tags(self, ref: str) -> list[str]:
+        import docker.errors
+
+        try:
+            return list(self.client.api.inspect_image(ref).get("RepoTags") or [])
+        except (docker.errors.ImageNotFound, docker.errors.NullResource):
+            return []
+        except docker.errors.APIError as exc:
+            if getattr(exc, "status_code", None) in (400, 404):  # not a valid reference
+                return []
+            raise InfrastructureError(f"cannot inspect image {ref}: {exc}") from None
 
     def build(self, context, dockerfile, tag, buildargs, platform, on_line):
         import docker.errors

@@ -60,7 +60,7 @@ def test_fixtures_cover_every_rule():
         "base-image", "add-url", "file-too-large", "task-too-large", "blob-not-ignored",
         "blob-unused", "notes-missing", "notes-section", "instruction-missing",
         "status-missing", "status-unknown", "category-missing", "version-missing",
-        "version-format",
+        "version-format", "judge-image", "judge-runs-cwd", "judge-overlay",
     }
     assert {d.name for d in FIXTURES.iterdir() if d.is_dir()} == {c.name for c in CASES}
 
@@ -159,3 +159,49 @@ def test_pinning(tmp_path: Path, line: str, pinned: bool):
     dockerfile.write_text(f"FROM debian:12\n{line}\n")
     found = [f.rule for f in check_dockerfile(dockerfile, _Context(tmp_path, None)).findings]
     assert (found == []) is pinned, found
+
+
+@pytest.mark.parametrize("text, refs", [
+    ("FROM a.judge.t:1 AS x\nCOPY --from=x /a /b\n", [(1, "FROM", "a.judge.t:1")]),
+    ("ARG J=b.judge.t\nFROM busybox:1\nCOPY --from=$J /x /y\n",
+     [(2, "FROM", "busybox:1"), (3, "COPY --from", "b.judge.t")]),
+    ("FROM scratch\nCOPY --from=0 /a /b\nCOPY [\"--from=q.judge.t@sha256:ab\", \"/a\", \"/b\"]\n",
+     []),
+    ("FROM busybox:1\nRUN --mount=type=cache,target=/c --mount=type=bind,from=c.judge.t,"
+     "target=/j true\n", [(1, "FROM", "busybox:1"), (2, "RUN --mount from=", "c.judge.t")]),
+])
+def test_image_uses(text: str, refs: list) -> None:
+    from sforge.check.dockerfile import image_uses
+
+    assert [(u.line, u.how, u.ref) for u in image_uses(parse_dockerfile(text))] == refs
+
+
+@pytest.mark.parametrize("ref, judge", [
+    ("bench.judge.task:0123456789ab", True), ("reg:5000/x/bench.judge.t", True),
+    ("bench.judge.t@sha256:00ff", True), ("BENCH.JUDGE.T:1", True),
+    ("bench.work.task:1", False), ("judge:1", False), ("python:3.11", False),
+    ("myjudge.example/img:1", False),
+])
+def test_judge_image_names(ref: str, judge: bool) -> None:
+    from sforge.check.dockerfile import JUDGE_IMAGE
+
+    assert bool(JUDGE_IMAGE.match(ref)) is judge
+
+
+@pytest.mark.parametrize("cmd, risky", [
+    ("/usr/bin/python3 /judge/grade.py", False),
+    ("python3 -m compileall -q . && python3 /judge/grade.py", True),
+    ("python3 -Im pytest /judge/tests", True),
+    ("python3 -c 'import grader'", True),
+    ("./run_tests.sh", True),
+    ("bin/grade", True),
+    ("sh grade.sh", True),
+    ("cd /judge && sh /judge/run.sh", False),
+    ("make test", True),
+    ("pytest -q /judge/tests", True),
+    ("FOO=1 exec /judge/grade", False),
+])
+def test_judge_cmd_risks(cmd: str, risky: bool) -> None:
+    from sforge.check.judge_safety import _cmd_risks
+
+    assert bool(_cmd_risks(cmd)) is risky, _cmd_risks(cmd)

@@ -235,3 +235,38 @@ def test_concurrent_graders_grade_each_key_once(minibench, docker_client):
     assert not list(evals(minibench).glob("*/*.claim"))
     assert docker_client.api.containers(all=True, filters=mine) == []  # swept by the rerun
     assert 12 <= starts.total() <= 12 + in_flight, (starts.by_owner, in_flight)
+
+
+# -- a work or base build never reads a judge image --------------------------------------------
+def test_build_refuses_judge_images_by_name_digest_or_other_tag(minibench, docker_client):
+    """`COPY --from=<bench>.judge.<id>:<tag> /jud?e/… /leak/` used to pass build and check; by
+    image id or by another tag of the judge image it needs the daemon to tell."""
+    minibench.run("build", "--task", "gamma", check=True)
+    [tag] = {t for img in docker_client.images.list(name=f"{minibench.name}.judge.gamma")
+             for t in img.tags if t.startswith(f"{minibench.name}.judge.gamma:")}
+    image = docker_client.images.get(tag)
+    alias = f"{minibench.name}-innocent:1"
+    image.tag(alias)
+    dockerfile = minibench.bench / "tasks" / "alpha" / "environment" / "Dockerfile"
+    original = dockerfile.read_text()
+    base = minibench.bench / "bases" / "tiny" / "Dockerfile"
+    try:
+        # (identical judges of other tests' benchmarks may share the image: any judge tag)
+        for ref, why in ((tag, "names a judge image"), (image.id, "is the judge image "),
+                         (alias, "is the judge image ")):
+            dockerfile.write_text(original + f"COPY --from={ref} /jud?e/run.sh /leak/\n")
+            proc = minibench.run("build", "--task", "alpha")
+            assert proc.returncode != 0
+            text = proc.stdout + proc.stderr
+            assert f"{dockerfile}:4: COPY --from {ref}: {why}" in text, text[-2000:]
+            assert "must not read a judge image" in text
+            check = minibench.run("check")
+            if ref == tag:  # by name: `sforge check` sees it without the daemon
+                assert f"{dockerfile}:4: judge-image:" in check.stdout
+        dockerfile.write_text(original)
+        base.write_text(base.read_text() + f"FROM {tag}\n")
+        proc = minibench.run("build", "--task", "alpha")
+        assert proc.returncode != 0
+        assert f"{base}:3: FROM {tag}: names a judge image" in proc.stdout + proc.stderr
+    finally:
+        docker_client.images.remove(alias)

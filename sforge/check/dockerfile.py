@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from ..images import BASE_ARG, WORK_ARG  # noqa: F401 (the names every check module uses)
 
@@ -252,3 +252,93 @@ def copy_args(ins: Instruction) -> CopyArgs | None:
     if len(words) < 2:
         return None
     return CopyArgs(flags, words[:-1], words[-1])
+
+
+# ------------------------------------------------------------------ images a build reads
+# <benchmark>.judge.<task id>[:tag][@digest], after any registry/path prefix: the judge
+# image naming every sforge benchmark uses. Docker names are lower case; matched without
+# regard to case so that a near miss is still caught.
+JUDGE_IMAGE = re.compile(r"^(?:.*/)?[a-z0-9]+(?:[._-][a-z0-9]+)*\.judge\.[a-z0-9][a-z0-9._-]*"
+                         r"(?::[\w][\w.-]*)?(?:@[a-z0-9]+:[0-9a-f]+)?$", re.IGNORECASE)
+
+
+@dataclass
+class ImageUse:
+    line: int
+    how: str   # "FROM", "COPY --from", "RUN --mount from="
+    ref: str   # as written, ARG defaults expanded
+
+
+def _flag_values(text: str, flag: str) -> list[str]:
+    """Values of `--flag=value` options at the start of an instruction's text."""
+    out = []
+    rest = text.strip()
+    while rest.startswith("--"):
+        word, _, rest = rest.partition(" ")
+        rest = rest.lstrip()
+        name, _, value = word[2:].partition("=")
+        if name == flag:
+            out.append(value.strip("\"'"))
+    return out
+
+
+def image_uses(instructions: list[Instruction]) -> list[ImageUse]:
+    """Every image a build reads besides its own stages: FROM, COPY/ADD --from and BuildKit's
+    RUN --mount=…,from=…; ARG defaults (before the first FROM) expanded, `scratch` and stage
+    names or indexes skipped. ${BASE_IMAGE} counts with its default, if it has one (sforge
+    passes the base's tag only for tasks that name a base)."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    seen_from = False
+    uses: list[ImageUse] = []
+
+    def use(line: int, how: str, raw: str) -> None:
+        ref = _expand(raw, args).strip()
+        if not ref or "$" in ref or ref.lower() in stages or ref.isdigit() or ref == "scratch":
+            return
+        uses.append(ImageUse(line, how, ref))
+
+    for ins in instructions:
+        kw = ins.keyword
+        if kw == "ARG" and not seen_from:
+            for name, value in _declarations(ins.text, kw):
+                if value is not None:
+                    args[name] = value
+        elif kw == "FROM":
+            seen_from = True
+            words = [w for w in ins.text.split() if not w.startswith("--")]
+            if words:
+                use(ins.line, "FROM", words[0])
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2].lower())
+        elif kw in ("COPY", "ADD"):
+            for value in _flag_values(ins.text, "from"):
+                use(ins.line, f"{kw} --from", value)
+        elif kw == "RUN":
+            for mount in _flag_values(ins.text, "mount"):
+                for option in mount.split(","):
+                    key, _, value = option.partition("=")
+                    if key.strip() == "from":
+                        use(ins.line, "RUN --mount from=", value)
+    return uses
+
+
+def judge_image_uses(path: Path, resolve: Callable[[str], list[str]] | None = None
+                     ) -> list[tuple[int, str]]:
+    """(line, message) for each image the Dockerfile at `path` reads that is a judge image:
+    by its name (any tag or digest), or, given `resolve` (a reference → the tags the Docker
+    daemon holds for that image, [] when unknown), by a digest, an image id or another tag
+    of a judge image."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    found = []
+    for u in image_uses(parse_dockerfile(text)):
+        if JUDGE_IMAGE.match(u.ref):
+            found.append((u.line, f"{u.how} {u.ref}: names a judge image"))
+            continue
+        tags = [t for t in (resolve(u.ref) if resolve else []) if JUDGE_IMAGE.match(t)]
+        if tags:
+            found.append((u.line, f"{u.how} {u.ref}: is the judge image {tags[0]}"))
+    return found

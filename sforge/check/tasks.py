@@ -14,8 +14,9 @@ from typing import Any
 from ..errors import DefinitionError
 from ..loader import load_benchmark
 from .context import _check_copy, _Context, _has_glob, _is_dockerfile, _walk
-from .dockerfile import BASE_ARG, _declarations, parse_dockerfile
+from .dockerfile import BASE_ARG, _declarations, judge_image_uses, parse_dockerfile
 from .findings import Finding
+from .judge_safety import judge_risks
 from .pinning import _check_from, _check_run
 from .toml_positions import _locate, toml_lines
 
@@ -61,6 +62,11 @@ def check_dockerfile(path: Path, ctx: _Context) -> _DockerfileReport:
             _check_run(path, ins, variables, ctx, add)
         elif kw in ("ADD", "COPY"):
             report.sources += _check_copy(path, ins, ctx, add)
+    if not ctx.is_task or ctx.visible == ("environment",):  # a base or work build
+        for line, msg in judge_image_uses(path):
+            add(Finding(path, line, "judge-image",
+                        f"{msg}: a work or base build must never read a judge image (the "
+                        "hidden grader and tests would leak)"))
     if ctx.is_task and ctx.base and not uses_base:
         add(Finding(path, first_from, "base-image",
                     f"the task builds on base {ctx.base!r}, but this Dockerfile does not start "
@@ -247,6 +253,8 @@ def check_benchmark(root: Path) -> list[Finding]:
         return [_definition_finding(exc, root)]
     for exc in bench.errors:
         add(_definition_finding(exc, root))
+    for task in bench.tasks.values():
+        findings += judge_risks(task)
     git = _Git(root)
     bases = root / "bases"
     if bases.is_dir():
