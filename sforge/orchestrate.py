@@ -302,12 +302,27 @@ class GradeOutcome:
     failed: int
 
 
+def set_aside_unreadable(pipe: Pipeline, paths: list[Path]) -> None:
+    """Result files that exist but cannot be read are moved to history/ (with a warning), so
+    they count as missing and are graded again. Parsed through the scores cache: `report`
+    reuses what this read, and a file unchanged since is only stat'ed."""
+    from .results import set_aside
+    from .scores.cache import _cache_path, read_results
+
+    present = [str(p) for p in paths if p.exists()]
+    if present:
+        read_results(present, _cache_path(pipe.layout.scores), prune=False,
+                     on_unreadable=lambda path, why: set_aside(Path(path), why))
+
+
 def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
                   again: list[str] | None = None) -> GradeOutcome:
-    """Grade what has no result; `again` names tasks whose results are graded anew."""
+    """Grade what has no result (or an unreadable one); `again` names tasks whose results
+    are graded anew."""
     regrade(pipe, again)
     records = pipe.records(ids)
     paths = sorted({p for _, p in records})
+    set_aside_unreadable(pipe, paths)
     missing = [p for p in paths if not p.exists()]
     if missing:
         say(f"{len(missing)} of {len(paths)} result(s) to grade")
@@ -324,7 +339,9 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
     prepare_images(pipe, None)
     # Pending results are targets of their own: Snakemake does not remake a missing
     # intermediate file when what depends on it is present.
-    pending = sorted({p for _, p in pipe.records() if not p.exists()})
+    paths = sorted({p for _, p in pipe.records()})
+    set_aside_unreadable(pipe, paths)
+    pending = [p for p in paths if not p.exists()]
     return run_workflow(pipe.config, [*pending, pipe.layout.report], ex)
 
 

@@ -245,8 +245,8 @@ def set_aside(path: Path, problem: str) -> Path | None:
     dest = retire(path, "unreadable")
     if dest is None:
         return None
-    log.warning("sforge: warning: %s: unreadable eval result (%s); moved to %s, it will be "
-                "graded again", path, problem, dest)
+    log.warning("sforge: warning: %s: %s; moved to %s, it will be graded again", path,
+                problem, dest)
     return dest
 
 
@@ -258,5 +258,5 @@ def load_result(path: Path) -> EvalResult | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError, TypeError, RecursionError) as exc:
-        set_aside(path, str(exc)[:300])
+        set_aside(path, f"unreadable eval result: {str(exc)[:300]}")
         return None

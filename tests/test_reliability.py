@@ -98,6 +98,16 @@ def test_damaged_result_is_set_aside_and_graded_again(minibench, tmp_path):
     [aside] = (path.parent / "history").glob("*.unreadable.json")
     assert len(aside.read_text()) == 40
     assert json.loads(path.read_text())["valid"] is True
+    # `grade` and `report` find a damaged result too (it used to be "up to date" for grade
+    # and to stop report): set aside, graded again, aggregated
+    path.write_text("{}")
+    proc = minibench.run("grade", check=True)
+    assert "1 graded" in proc.stdout and "unreadable" in proc.stderr
+    path.write_bytes(b"\x00" * 10)
+    proc = minibench.run("report")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert len(list((path.parent / "history").glob("*.unreadable.json"))) == 3
+    assert json.loads(path.read_text())["score"] == 6.0
 
 
 def test_judge_text_is_sanitised_once_and_report_works(minibench, tmp_path):

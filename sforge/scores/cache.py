@@ -13,7 +13,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +133,9 @@ def _cached_entry(entry: Any, path: str) -> list[Any] | None:
         raise _missing(path) from None
 
 
-def read_results(paths: Iterable[str], cache: Path | None = None) -> dict[str, tuple[Any, ...]]:
+def read_results(paths: Iterable[str], cache: Path | None = None, *,
+                 on_unreadable: Callable[[str, str], None] | None = None,
+                 prune: bool = True) -> dict[str, tuple[Any, ...]]:
     """path → the result fields scores.csv needs (_RESULT_FIELDS), for each distinct path.
 
     With `cache` (a directory), a file whose (inode, size, mtime, ctime) matches the cached
@@ -141,6 +143,10 @@ def read_results(paths: Iterable[str], cache: Path | None = None) -> dict[str, t
     file always shows a new signature; the cache only ever saves time, it never decides a
     score. One cache file per result directory (evals/<task>/): a changed result rewrites a
     few hundred entries, not all 100,000 (0.8 s of JSON).
+
+    A file that exists but cannot be read as a result raises SforgeError naming it, unless
+    `on_unreadable(path, why)` takes it (then it is left out). `prune=False` keeps the cache
+    files of result directories not asked about (a partial read).
     """
     by_dir: dict[str, list[str]] = {}
     for path in dict.fromkeys(paths):
@@ -156,7 +162,13 @@ def read_results(paths: Iterable[str], cache: Path | None = None) -> dict[str, t
             name = os.path.basename(path)
             entry = _cached_entry(cached.get(name), path)
             if entry is None:
-                sig, fields = _parse_result(path)
+                try:
+                    sig, fields = _parse_result(path)
+                except SforgeError as exc:
+                    if on_unreadable is None or not os.path.exists(path):
+                        raise
+                    on_unreadable(path, str(exc).removeprefix(f"{path}: "))
+                    continue
                 entry = [sig, *fields]
                 parsed += 1
             fresh[name] = entry
@@ -173,7 +185,7 @@ def read_results(paths: Iterable[str], cache: Path | None = None) -> dict[str, t
                 atomic_write_bytes(shard, blob)
             except OSError as exc:  # a read-only results tree still aggregates, only slower
                 log.warning("cannot write the result cache %s: %s", shard, exc)
-    if cache is not None and cache.is_dir():
+    if prune and cache is not None and cache.is_dir():
         for old in cache.glob("*.json"):  # directories no longer aggregated
             if old.name not in shards:
                 old.unlink(missing_ok=True)
