@@ -678,8 +678,8 @@ def filter_submission(archive: Path, rules: SubmissionRules,
     archive = Path(archive)
     try:
         src = archive.open("rb")
-    except OSError as exc:
-        raise ArchiveError(f"cannot read submission archive {archive}: {exc}") from None
+    except OSError as exc:  # the file, not its content: not a verdict about the submission
+        raise InfrastructureError(f"cannot read submission archive {archive}: {exc}") from None
     spool = _spool()
     out = tarfile.open(fileobj=spool, mode="w", format=tarfile.PAX_FORMAT,  # noqa: SIM115
                        encoding="utf-8", errors="surrogateescape")

@@ -159,8 +159,8 @@ def _sha256(path: Path) -> str:
         with path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
-    except OSError as exc:
-        raise ArchiveError(f"cannot read submission archive {path}: {exc}") from None
+    except OSError as exc:  # the file, not its content: not a verdict
+        raise InfrastructureError(f"cannot read submission archive {path}: {exc}") from None
     return digest.hexdigest()
 
 
@@ -516,7 +516,7 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
         filtered = filter_submission(archive, task.submission, limits, task.environment.cwd)
     except ArchiveError as exc:  # not a tar archive: this submission's verdict
         filtered = FilteredArchive(data=io.BytesIO(), size=0,
-                                   refused=str(exc).replace(str(archive), "the submission"))
+                                   refused=str(exc).replace(f" {archive}", ""))
     with filtered:
         def result(**fields: Any) -> EvalResult:
             fields.setdefault("score", None)

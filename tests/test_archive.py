@@ -20,6 +20,7 @@ from sforge.archive import (
     FilteredArchive,
     filter_submission,
 )
+from sforge.errors import InfrastructureError
 from sforge.model import SubmissionRules
 
 EVERYTHING = SubmissionRules()
@@ -117,7 +118,8 @@ def test_truncated_gzip_raises(tmp_path: Path) -> None:
 
 
 def test_missing_file_raises(tmp_path: Path) -> None:
-    with pytest.raises(ArchiveError, match="nope.tar"):
+    """The file, not its content: no verdict about the submission (the next run retries)."""
+    with pytest.raises(InfrastructureError, match="nope.tar"):
         filter_submission(tmp_path / "nope.tar", EVERYTHING)
 
 
