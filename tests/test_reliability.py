@@ -169,7 +169,7 @@ def test_every_command_sweeps_orphaned_judges(minibench, docker_client):
 
 # -- concurrent graders ------------------------------------------------------------------------
 SLOW_JUDGE = """#!/bin/sh
-sleep 1.5
+sleep 1
 n=$(cat answer.txt 2>/dev/null | tr -dc '0-9.' )
 [ -n "$n" ] || n=0
 printf '{"score": %s, "valid": true, "summary": "answer %s"}' "$n" "$n" > /opt/sforge/result.json
@@ -208,7 +208,7 @@ def test_concurrent_graders_grade_each_key_once(minibench, docker_client):
     for task in ("alpha", "beta", "gamma"):
         (minibench.bench / "tasks" / task / "judge" / "run.sh").write_text(SLOW_JUDGE)
     n = 0
-    for source in ("a", "b", "c", "d"):
+    for source in ("a", "b", "c"):
         for task in ("alpha", "beta", "gamma"):
             n += 1
             archive(minibench.bench / "submissions" / source / task / "r.tar.gz",
@@ -221,7 +221,7 @@ def test_concurrent_graders_grade_each_key_once(minibench, docker_client):
                               cwd=minibench.bench.parent) for _ in range(3)]
     victim = procs[0]
     mine = {"label": f"sforge.owner.pid={victim.pid}"}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while not docker_client.api.containers(filters={**mine, "status": "running"}):
         assert time.monotonic() < deadline, "the victim never started a judge"
         assert victim.poll() is None, victim.communicate()
@@ -233,18 +233,18 @@ def test_concurrent_graders_grade_each_key_once(minibench, docker_client):
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, (out.decode(), err.decode()[-3000:])
     rerun = minibench.run("grade", check=True)
-    assert "12 submission(s), 12 distinct" in rerun.stdout
+    assert "9 submission(s), 9 distinct" in rerun.stdout
     assert "0 failed" in rerun.stdout
     time.sleep(1)  # the last events reach the reader
     starts.close()
     files = list(evals(minibench).glob("*/*.json"))
-    assert len(files) == 12
+    assert len(files) == 9
     scores = sorted(json.loads(p.read_text())["score"] for p in files)
-    assert scores == [float(i) for i in range(1, 13)]
+    assert scores == [float(i) for i in range(1, 10)]
     assert not list(evals(minibench).glob("*/history/*"))  # nobody replaced anybody's result
     assert not list(evals(minibench).glob("*/*.claim"))
     assert docker_client.api.containers(all=True, filters=mine) == []  # swept by the rerun
-    assert 12 <= starts.total() <= 12 + in_flight, (starts.by_owner, in_flight)
+    assert 9 <= starts.total() <= 9 + in_flight, (starts.by_owner, in_flight)
 
 
 # -- a work or base build never reads a judge image --------------------------------------------
