@@ -317,7 +317,8 @@ class _JudgeRun:
                 raise InfrastructureError(f"judge image {self.image} not found on the Docker "
                                           f"daemon at {self.daemon}; build it first") from None
             except docker.errors.APIError as exc:
-                if writable and "storage-opt" in str(exc.explanation or exc).lower():
+                text = str(exc.explanation or exc).lower().replace(" ", "-")
+                if writable and ("storage-opt" in text or "storageopt" in text):
                     _storage_opt_supported[self.daemon] = False  # said once per daemon
                     log.info("the Docker daemon at %s cannot bound a container's writable "
                              "layer (%s); judges run without that bound", self.daemon,
