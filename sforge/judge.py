@@ -274,15 +274,19 @@ def parse_result(raw: bytes) -> tuple[str | None, dict[str, Any]]:
 class _JudgeRun:
     """One container's life: create → extract → start → wait → read → (always) remove."""
 
+    # Output read live by attaching before start (run). A subclass that starts its container
+    # itself (the service's game servers) sets False: its log is read from the daemon.
+    LIVE_LOG = True
+
     def __init__(self, client: docker.DockerClient, image: str, task: Task,
-                 timeout: float, log_path: Path | None, limits: ContainerLimits):
+                 timeout: float, log_path: Path | None, limits: ContainerLimits | None = None):
         self.api = client.api
         self.daemon = _daemon(client)
         self.image = image
         self.task = task
         self.timeout = timeout
         self.log_path = log_path
-        self.limits = limits
+        self.limits = limits or ContainerLimits()
         self.id: str | None = None
         self.log: _LogWriter | None = None
         self.reader: threading.Thread | None = None
@@ -452,6 +456,14 @@ class _JudgeRun:
 
     def write_log(self, trailer: str) -> None:
         if self.log_path is None:
+            return
+        if self.log is None and not self.LIVE_LOG and self.id is not None:
+            try:
+                chunks = self.api.logs(self.id, stdout=True, stderr=True, stream=True,
+                                       follow=False)
+                _write_log(self.log_path, chunks, trailer)
+            except _DOCKER_ERRORS as exc:
+                raise self._infra("reading the container's logs", exc) from None
             return
         if self.log is None:  # never started: only sforge's lines
             _write_log(self.log_path, (), trailer)

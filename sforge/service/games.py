@@ -90,6 +90,8 @@ class GameServer(_JudgeRun):
     """One game container: the judge run's create/read/log/remove, plus a stdio line
     channel (Docker's attach stream; stdout frames carry the replies, stderr is the log)."""
 
+    LIVE_LOG = False  # stdout is the protocol channel; the log is read from the daemon
+
     def __init__(self, client, image: str, task: Task, log_path: Path, max_line: int):
         super().__init__(client, image, task, 0.0, log_path)
         self.max_line = max_line
