@@ -100,6 +100,12 @@ class ContainerLimits:
 
     pids: int = 4096  # processes + threads: a parallel build or a JVM test run fits
     writable: str | None = "10g"  # writable layer, where the storage driver can bound it
+
+
+def lockdown(limits: ContainerLimits) -> dict[str, Any]:
+    """Host-config options of every container from a judge image (judges, game servers)."""
+    return {"security_opt": ["no-new-privileges"], "cap_drop": ["ALL"],
+            "cap_add": list(JUDGE_CAPS), "pids_limit": limits.pids}
 # The setup step exits with this code if it cannot clear a planted result.json (then whatever
 # is at RESULT_PATH was not written by the grader). A grader that itself exits 222 is judged
 # invalid too: an accepted ambiguity, documented.
@@ -345,11 +351,8 @@ class _JudgeRun:
             memswap_limit=memory,  # equal: no swap on top of the limit
             # Output is read live by attaching (see run): the daemon keeps none of it.
             log_config=LogConfig(type="none"),
-            security_opt=["no-new-privileges"],
-            cap_drop=["ALL"],
-            cap_add=list(JUDGE_CAPS),
-            pids_limit=self.limits.pids,
             storage_opt={"size": writable} if writable else None,
+            **lockdown(self.limits),
         )
 
     def extract(self, filtered: FilteredArchive) -> str | None:

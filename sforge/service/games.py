@@ -42,7 +42,15 @@ from docker.types import LogConfig
 from ..config import games_settings
 from ..errors import InfrastructureError, SforgeError
 from ..games import TRANSCRIPT, is_game, server_cmd
-from ..judge import _DOCKER_ERRORS, _SETUP, TASK_LABEL, _fmt_num, _JudgeRun, _owner_labels
+from ..judge import (
+    _DOCKER_ERRORS,
+    _SETUP,
+    TASK_LABEL,
+    _fmt_num,
+    _JudgeRun,
+    _owner_labels,
+    lockdown,
+)
 from ..model import Task
 from ..units import parse_memory
 from .state import now_iso
@@ -106,7 +114,8 @@ class GameServer(_JudgeRun):
         host_config = self.api.create_host_config(
             init=True, network_mode="none", nano_cpus=int(judge.cpus * 1e9),
             mem_limit=memory, memswap_limit=memory,
-            log_config=LogConfig(type="json-file", config={"max-size": "64m"}))
+            log_config=LogConfig(type="json-file", config={"max-size": "64m"}),
+            **lockdown(self.limits))
         try:
             resp = self.api.create_container(
                 self.image, entrypoint=["/bin/sh", "-c", _SETUP, "sforge-game",
