@@ -171,6 +171,12 @@ def test_bad_run_flags(edge, tmp_path):
     script.write_text("true\n")
     proc = edge.run("run", "--agent", "script", "--script", str(script), "--task", "nope")
     assert proc.returncode == 2 and "unknown task" in proc.stderr
+    # a run id names one set of settings (run r1 exists: test_script_agent_two_tasks)
+    if (edge.results / edge.name / "runs" / "r1" / "spec.json").exists():
+        proc = edge.run("run", "--agent", "script", "--script", str(script), "--run-id", "r1",
+                        "--task", "knapsack")
+        assert proc.returncode == 2 and "other settings" in proc.stderr
+        assert "script" in proc.stderr and "use a new --run-id" in proc.stderr
 
 
 KEY = "sk-ant-test-" + "5ec2e7" * 4  # what a real key looks like to grep

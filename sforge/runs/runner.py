@@ -143,6 +143,9 @@ class _Run:
 
     def run(self) -> dict[str, Any]:
         spec, task = self.spec, self.task
+        if STOP.is_set():  # Snakemake may still start queued jobs after a Ctrl-C
+            raise Interrupted(f"run {spec.id} task {task.id} repeat {self.repeat} not started: "
+                              "sforge is stopping")
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
@@ -169,14 +172,14 @@ class _Run:
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
         try:
-            return self._attempt(record, running, bundle, client, started, deadline, log_path,
+            return self._attempt(record, bundle, client, started, deadline, log_path,
                                  transcript, route)
         finally:
             running.unlink(missing_ok=True)
             (self.folder / "cancel").unlink(missing_ok=True)
 
-    def _attempt(self, record, running, bundle, client, started, deadline, log_path,
-                 transcript, route) -> dict[str, Any]:
+    def _attempt(self, record, bundle, client, started, deadline, log_path, transcript,
+                 route) -> dict[str, Any]:
         from ..service.client import ServiceClient
         from .service import run_service
 
