@@ -130,7 +130,7 @@ def test_script_agent_two_tasks(edge, tmp_path, docker_client):
 
 def test_killed_run_is_interrupted_then_rerun_finishes(edge, tmp_path, docker_client):
     script = tmp_path / "slow.sh"
-    script.write_text("echo started; printf 'print(1)\\n' > semver.py; sleep 25\n")
+    script.write_text("echo started; printf 'print(1)\\n' > semver.py; sleep 8\n")
     args = [sys.executable, "-m", "sforge", "-b", str(edge.bench), "--results",
             str(edge.results), "run", "--agent", "script", "--script", str(script),
             "--run-id", "r2", "--task", "semver_ranges", "--timeout", "120"]

@@ -123,3 +123,17 @@ def test_claude_in_busybox_resumes_then_stops_at_a_token_cap(svcbench):
     rec = json.loads((root / "capped" / "quick" / "0" / "run.json").read_text())
     assert rec["stopped_by"] == "cap" and "max-tokens" in rec["usage"]["capped"]
     assert rec["usage"]["calls"] == 2 and rec["resumes"] == 0  # no restart past a cap
+
+
+def test_timeout_grades_the_final_workspace(svcbench, tmp_path, docker_client):
+    script = tmp_path / "long.sh"
+    script.write_text("echo 2 > answer.txt; sleep 300\n")
+    svcbench.run("run", "--agent", "script", "--script", str(script), "--task", "quick",
+                 "--run-id", "t1", "--timeout", "4", check=True)
+    rec = json.loads((svcbench.results / svcbench.name / "runs" / "t1" / "quick" / "0" /
+                      "run.json").read_text())
+    assert rec["timed_out"] and rec["stopped_by"] == "timeout" and rec["exit_code"] is None
+    assert rec["final"]["final"] and rec["final"]["score"] == 2 and rec["best_score"] == 2
+    assert rec["elapsed_s"] < 60
+    assert not [c for c in docker_client.containers.list(all=True, filters={"label": "sforge.run"})
+                if c.labels.get("sforge.run.id", "").startswith("t1.")]
