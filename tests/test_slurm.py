@@ -232,6 +232,7 @@ def test_agent_run_through_slurm(slurm, tmp_path, docker_client):
     script = tmp_path / "agent.sh"
     script.write_text("echo 7 > answer.txt; sforge-submit\n")
     try:
+        sforge(sf, sf.results, "build", "--task", "quick")  # images local: only the run is a job
         sforge(sf, sf.results, "run", "--agent", "script", "--script", str(script),
                "--task", "quick", "--run-id", "s1", "--timeout", "120", "--profile", "slurm",
                timeout=600)
