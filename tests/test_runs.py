@@ -71,9 +71,11 @@ def edge(tmp_path_factory, docker_client):
     remove_images(docker_client, name)
 
 
-def run_containers(client, run_id: str) -> list:
+def run_containers(client, sf: Sforge, run_id: str) -> list:
+    """This test's work containers of a run (other sessions may run the same run ids)."""
+    folder = str(sf.results / sf.name / "runs" / run_id)
     return [c for c in client.containers.list(all=True, filters={"label": "sforge.run"})
-            if c.labels.get("sforge.run.id", "").startswith(f"{run_id}.")]
+            if c.labels.get("sforge.run.dir", "").startswith(folder + "/")]
 
 
 def test_script_agent_two_tasks(edge, tmp_path, docker_client):
@@ -103,7 +105,7 @@ def test_script_agent_two_tasks(edge, tmp_path, docker_client):
         assert rec["source"] == "run-r1-0" and rec["agent"] == "script"
         assert "== hangs" in (root / "runs" / "r1" / task / "0" / "agent.log").read_text()
         assert rows[task]["best"] == good["score"]
-    assert not run_containers(docker_client, "r1")
+    assert not run_containers(docker_client, edge, "r1")
 
     # the scores tables: one row per distinct archive of the run's source, with elapsed_s
     edge.run("report", check=True)
@@ -138,7 +140,7 @@ def test_killed_run_is_interrupted_then_rerun_finishes(edge, tmp_path, docker_cl
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             cwd=edge.bench.parent, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not run_containers(docker_client, "r2"):
+    while not run_containers(docker_client, edge, "r2"):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
         time.sleep(0.2)
     time.sleep(1)
@@ -149,7 +151,7 @@ def test_killed_run_is_interrupted_then_rerun_finishes(edge, tmp_path, docker_cl
     attempt = json.loads((folder / "attempt-1.json").read_text())
     assert attempt["interrupted"] and attempt["stopped_by"] == "interrupted"
     assert attempt["final"]["final"]  # the workspace was still graded
-    assert not run_containers(docker_client, "r2")
+    assert not run_containers(docker_client, edge, "r2")
     listed = edge.run("runs", "--run", "r2", "--json", check=True)
     assert json.loads(listed.stdout)[0]["state"] == "interrupted"
 
@@ -159,7 +161,7 @@ def test_killed_run_is_interrupted_then_rerun_finishes(edge, tmp_path, docker_cl
     rec = json.loads((folder / "run.json").read_text())
     assert rec["attempt"] == 2 and not rec["interrupted"]
     assert rec["service_run"] != attempt["service_run"]  # a fresh attempt, a new token
-    assert not run_containers(docker_client, "r2")
+    assert not run_containers(docker_client, edge, "r2")
 
 
 def test_bad_run_flags(edge, tmp_path):
@@ -220,4 +222,4 @@ def test_claude_code_end_to_end_through_the_key_adding_proxy(edge, tmp_path, doc
     for path in (edge.results).rglob("*"):
         if path.is_file() and path.stat().st_size < 50 << 20:
             assert KEY.encode() not in path.read_bytes(), path
-    assert not run_containers(docker_client, "claude1")
+    assert not run_containers(docker_client, edge, "claude1")

@@ -14,6 +14,7 @@ import time
 import pytest
 import yaml
 from conftest import FIXTURES, REPO, Sforge, copy_bench, remove_images
+from test_runs import run_containers
 
 pytestmark = pytest.mark.docker
 
@@ -88,8 +89,7 @@ def test_second_ctrl_c_leaves_no_container(svcbench, tmp_path, docker_client):
     assert not (folder / "run.json").exists()
     attempt = json.loads((folder / "attempt-1.json").read_text())
     assert attempt["interrupted"]
-    assert not [c for c in docker_client.containers.list(all=True, filters={"label": "sforge.run"})
-                if c.labels.get("sforge.run.id", "").startswith("i1.")]
+    assert not run_containers(docker_client, svcbench, "i1")
 
 
 def _claude(svcbench, model, run_id, *extra):
@@ -135,5 +135,4 @@ def test_timeout_grades_the_final_workspace(svcbench, tmp_path, docker_client):
     assert rec["timed_out"] and rec["stopped_by"] == "timeout" and rec["exit_code"] is None
     assert rec["final"]["final"] and rec["final"]["score"] == 2 and rec["best_score"] == 2
     assert rec["elapsed_s"] < 60
-    assert not [c for c in docker_client.containers.list(all=True, filters={"label": "sforge.run"})
-                if c.labels.get("sforge.run.id", "").startswith("t1.")]
+    assert not run_containers(docker_client, svcbench, "t1")
