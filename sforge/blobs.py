@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from .errors import SforgeError
+from .fileio import create_temp
 from .hashing import HashCache
 from .model import Benchmark, Blob, Task
 
@@ -63,10 +63,8 @@ def fetch_blob(bench: Benchmark, task: Task, blob: Blob) -> Path:
     failures = []
     for base in urls:
         url = f"{base}/{blob.sha256}"
-        fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
-                                        suffix=".part")
+        fd, tmp = create_temp(target.parent, prefix=f".{target.name}.", suffix=".part")
         os.close(fd)
-        tmp = Path(tmp_name)
         try:
             actual = _download(url, tmp)
         except (OSError, requests.RequestException) as exc:

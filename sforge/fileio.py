@@ -1,23 +1,42 @@
-"""Atomic writes: nothing half-written is ever taken for a result."""
+"""Atomic writes: nothing half-written is ever taken for a result.
+
+Files are created with mode 0666 less the umask, as `open()` would: tables, reports and
+results on a shared server or behind a web server must be readable by whoever the umask
+lets read them. (`tempfile.mkstemp` would make every product 0600 whatever the umask.)
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
 
+def create_temp(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
+    """A new file in `directory` (same filesystem as the target, so a rename is atomic),
+    opened for writing. O_EXCL makes the name ours; the kernel applies the umask to 0666."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = Path(directory) / f"{prefix}{secrets.token_hex(6)}{suffix}"
+        try:
+            return os.open(path, flags, 0o666), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"cannot create a temporary file in {directory}")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = create_temp(path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -93,23 +93,28 @@ def store_archive(store: Path, source: str, task: str, src: BinaryIO,
     (submitted_at plus `meta`: elapsed_s, agent, model). The first submission's sidecar
     stands: the tables keep one row per distinct archive per source."""
     import hashlib
-    import tempfile
+    import os
 
-    from .fileio import atomic_write_json
+    from .fileio import atomic_write_json, create_temp
 
     folder = store / source / task
     folder.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".incoming.", delete=False) as tmp:
-        head = b""
-        while chunk := src.read(1 << 20):
-            head = head or chunk[:2]
-            h.update(chunk)
-            tmp.write(chunk)
+    fd, tmp = create_temp(folder, prefix=".incoming.")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            head = b""
+            while chunk := src.read(1 << 20):
+                head = head or chunk[:2]
+                h.update(chunk)
+                out.write(chunk)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     sha = h.hexdigest()
     suffix = ".tar.gz" if head == b"\x1f\x8b" else ".tar"
     path = folder / f"{sha}{suffix}"
-    Path(tmp.name).replace(path)
+    tmp.replace(path)
     sidecar = path.with_name(f"{sha}.json")
     extra = {k: v for k, v in (meta or {}).items() if k in SIDECAR_FIELDS and v is not None}
     if not sidecar.exists():  # the first submission time stands

@@ -1,0 +1,75 @@
+"""Unit: products are created with the umask's mode (0666 & ~umask), as `open()` would, so
+a shared server or a web server can read tables, reports, results, blobs and archives."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from sforge.blobs import ensure_blob
+from sforge.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
+from sforge.hashing import HashCache
+from sforge.loader import load_benchmark
+from sforge.submissions import store_archive
+
+
+@pytest.fixture(params=[0o022, 0o027, 0o077])
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_atomic_writes_respect_umask(tmp_path, umask):
+    for i, write in enumerate((lambda p: atomic_write_bytes(p, b"x"),
+                               lambda p: atomic_write_text(p, "x"),
+                               lambda p: atomic_write_json(p, {"x": 1}))):
+        path = tmp_path / "sub" / f"f{i}"
+        write(path)
+        assert mode(path) == 0o666 & ~umask, oct(mode(path))
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["f0", "f1", "f2"]
+
+
+def test_failed_write_leaves_nothing(tmp_path):
+
+    with pytest.raises(TypeError):
+        atomic_write_bytes(tmp_path / "f", object())  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stored_archive_respects_umask(tmp_path, umask):
+    sub = store_archive(tmp_path / "store", "manual", "t1", io.BytesIO(b"\x1f\x8bdata"),
+                        "2026-01-01T00:00:00+00:00")
+    assert mode(sub.path) == 0o666 & ~umask
+    assert mode(sub.path.with_name(f"{sub.sha256}.json")) == 0o666 & ~umask
+    assert [p.name for p in sub.path.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_fetched_blob_respects_umask(tmp_path, umask, monkeypatch):
+    monkeypatch.delenv("SFORGE_BLOB_URL", raising=False)
+    data = b"blob\n"
+    sha = hashlib.sha256(data).hexdigest()
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / sha).write_bytes(data)
+    root = tmp_path / "bench"
+    for sub in ("environment", "judge"):
+        (root / "tasks" / "t1" / sub).mkdir(parents=True)
+        (root / "tasks" / "t1" / sub / "Dockerfile").write_text("FROM busybox:1.36\n")
+    url = (tmp_path / "store").as_uri()
+    (root / "benchmark.toml").write_text(f'name = "bb"\nblob_url = "{url}"\n')
+    (root / "tasks" / "t1" / "task.toml").write_text(
+        f'id = "t1"\n\n[judge]\ncmd = "true"\n\n[[blobs]]\npath = "judge/b.bin"\n'
+        f'sha256 = "{sha}"\n')
+    bench = load_benchmark(root)
+    task = bench.tasks["t1"]
+    path = ensure_blob(bench, task, task.blobs[0], HashCache())
+    assert mode(path) == 0o666 & ~umask
