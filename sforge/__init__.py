@@ -1,7 +1,7 @@
 """sforge: a benchmark harness for AI-agent tasks.
 
 `from sforge import rescale` gives a callable: `rescale(table, raw)` is the 0–100 score of
-shared/spec/rescale.md. It is the `sforge.rescale` module itself, made callable, rather than
+a raw score (docs/rescale.md). It is the `sforge.rescale` module itself, made callable, rather than
 the function re-exported under the module's name: a plain `from .rescale import rescale`
 here would replace the attribute `sforge.rescale` with the function, and then every
 `from . import rescale` (sforge/loader.py) would get the function instead of the module and

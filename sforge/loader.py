@@ -58,7 +58,7 @@ def _schema_error(path: Path, data: dict[str, Any], schema: str, task: str | Non
         field = f"{field}.{name}" if field else name
         message = "is required"
     elif err.validator == "additionalProperties":
-        message = f"{err.message} (check the spelling; see the spec's task.toml fields)"
+        message = f"{err.message} (check the spelling)"
     elif err.validator == "pattern" and field in ("id", "environment.base", "name"):
         message = (f"{err.instance!r} is not a valid name: lowercase letters, digits, '_', '.', "
                    "'-' (it becomes part of a Docker image name)")

@@ -1,7 +1,10 @@
 """Raw score → 0–100, exactly as the benchmark's published numbers were computed.
 
-The formulas are those of shared/spec/rescale.md. `validate` runs when a benchmark is
-loaded, so a bad table is a task-definition error and never a silent 0 at grading time.
+A task's `[score].rescale` table names a `kind` and its parameters; `rescale(table, raw)`
+is the score. The twelve kinds and their formulas are listed in `KINDS` (each with its
+formula as text: `help(sforge.rescale)` prints them) and in docs/rescale.md. `validate`
+runs when a benchmark is loaded, so a bad table is a task-definition error and never a
+silent 0 at grading time.
 """
 
 from __future__ import annotations
@@ -123,7 +126,8 @@ def _piecewise_log_min(r: float, p: Params) -> float:
 class Kind:
     params: tuple[str, ...]
     formula: Callable[[float, Params], float]
-    # Parameter sets whose formula would divide by zero (NaN in the spec): load-time errors.
+    doc: str  # the formula in words, for help() and docs/rescale.md
+    # Parameter sets whose formula would divide by zero: load-time errors.
     degenerate: Callable[[Params], str | None] = lambda p: None
 
 
@@ -146,27 +150,54 @@ def _log1p_degenerate(p: Params) -> str | None:
     return None
 
 
+_PIECES = ("baseline → 0, rank30 → 20, rank1 → 80, super_anchor → 100, {how} between "
+           "anchors (each segment clipped to its band)")
+
 KINDS: dict[str, Kind] = {
-    "linear": Kind(("lower", "upper"), _linear, _equal("lower", "upper")),
-    "min_linear": Kind(("baseline", "expert"), _min_linear, _equal("baseline", "expert")),
-    "min_linear_positive": Kind(("baseline", "expert"), _min_linear_positive),
-    "min_inverse_anchor": Kind(("anchor_raw", "anchor_score"), _min_inverse_anchor),
+    "linear": Kind(("lower", "upper"), _linear,
+                   "clip(100·(r − lower)/(upper − lower)); higher raw is better",
+                   _equal("lower", "upper")),
+    "min_linear": Kind(("baseline", "expert"), _min_linear,
+                       "clip(100·(baseline − r)/(baseline − expert)); lower raw is better",
+                       _equal("baseline", "expert")),
+    "min_linear_positive": Kind(
+        ("baseline", "expert"), _min_linear_positive,
+        "0 if r ≤ 0 or baseline = expert, else clip(100·(baseline − r)/(baseline − expert))"),
+    "min_inverse_anchor": Kind(
+        ("anchor_raw", "anchor_score"), _min_inverse_anchor,
+        "0 if r ≤ 0 or anchor_raw ≤ 0, else clip(anchor_score·anchor_raw/r)"),
     "compression_ratio_cropped_guarded": Kind(
-        ("baseline", "expert"), _compression_ratio_cropped_guarded
-    ),
-    "log_anchor": Kind(("anchor_raw", "anchor_score"), _log_anchor),
-    "log_max": Kind(("baseline", "expert"), _log_max),
-    "log1p_max": Kind(("baseline", "upper"), _log1p_max, _log1p_degenerate),
-    "log_min": Kind(("baseline", "expert"), _log_min),
+        ("baseline", "expert"), _compression_ratio_cropped_guarded,
+        "0 if r < 0.05 or baseline = expert, else "
+        "clip(100·(baseline − r)/(baseline − expert))"),
+    "log_anchor": Kind(
+        ("anchor_raw", "anchor_score"), _log_anchor,
+        "0 if r ≤ 1 or anchor_raw ≤ 1, else clip(anchor_score·ln r / ln anchor_raw)"),
+    "log_max": Kind(
+        ("baseline", "expert"), _log_max,
+        "0 if r, baseline or expert ≤ 0 or baseline = expert, else "
+        "clip(100·ln(r/baseline)/ln(expert/baseline)); higher raw is better"),
+    "log1p_max": Kind(
+        ("baseline", "upper"), _log1p_max,
+        "0 if r, baseline or upper ≤ 0, else "
+        "clip(100·ln(1 + r/baseline)/ln(1 + upper/baseline))", _log1p_degenerate),
+    "log_min": Kind(
+        ("baseline", "expert"), _log_min,
+        "0 if r, baseline or expert ≤ 0 or baseline = expert, else "
+        "clip(100·ln(baseline/r)/ln(baseline/expert)); lower raw is better"),
     "piecewise_max": Kind(
-        ("baseline", "rank30", "rank1", "super_anchor"), _piecewise_max, _piecewise_degenerate
-    ),
+        ("baseline", "rank30", "rank1", "super_anchor"), _piecewise_max,
+        "0 if r ≤ baseline, 100 above super_anchor; " + _PIECES.format(how="linear")
+        + "; higher raw is better, negative raws allowed", _piecewise_degenerate),
     "piecewise_min": Kind(
-        ("baseline", "rank30", "rank1", "super_anchor"), _piecewise_min, _piecewise_degenerate
-    ),
+        ("baseline", "rank30", "rank1", "super_anchor"), _piecewise_min,
+        "0 if r ≤ 0 or r ≥ baseline, 100 for 0 < r < super_anchor; "
+        + _PIECES.format(how="linear") + "; lower raw is better", _piecewise_degenerate),
     "piecewise_log_min": Kind(
-        ("baseline", "rank30", "rank1", "super_anchor"), _piecewise_log_min, _piecewise_degenerate
-    ),
+        ("baseline", "rank30", "rank1", "super_anchor"), _piecewise_log_min,
+        "0 if r ≤ 0, any anchor ≤ 0 or r ≥ baseline, 100 below super_anchor; "
+        + _PIECES.format(how="linear in ln r") + "; lower raw is better",
+        _piecewise_degenerate),
 }
 
 
@@ -204,7 +235,19 @@ def validate(table: Mapping[str, object]) -> None:
 
 
 def rescale(table: Mapping[str, object] | None, raw: float | None) -> float | None:
-    """The 0–100 score for `raw`, or None where there is none (no table, no raw, non-finite)."""
+    """The 0–100 score of `raw` under a task's `[score].rescale` table, or None.
+
+    None (never 0) when there is no table or no raw score, or the raw score is not a
+    finite number: an invalid or missing result has no rescaled score. A table with an
+    unknown kind, a missing or non-numeric parameter, or degenerate parameters raises
+    RescaleError (the loader reports it as a task-definition error).
+
+    >>> rescale({"kind": "linear", "lower": 0, "upper": 10}, 2.5)
+    25.0
+
+    clip(x) clamps x to [0, 100]. The kinds (parameters: formula):
+    {kinds}
+    """
     if table is None or raw is None:
         return None
     try:
@@ -216,3 +259,12 @@ def rescale(table: Mapping[str, object] | None, raw: float | None) -> float | No
     validate(table)
     kind = KINDS[str(table["kind"])]
     return float(kind.formula(r, {n: float(table[n]) for n in kind.params}))  # type: ignore[arg-type]
+
+
+def kinds_text(indent: str = "") -> str:
+    """One line per kind: name(parameters): formula."""
+    return "\n".join(f"{indent}- {name}({', '.join(k.params)}): {k.doc}"
+                     for name, k in KINDS.items())
+
+
+rescale.__doc__ = (rescale.__doc__ or "").replace("    {kinds}", kinds_text("    "))

@@ -1,6 +1,6 @@
-"""The twelve rescale kinds of shared/spec/rescale.md, exact to 1e-9.
+"""The twelve rescale kinds of docs/rescale.md, exact to 1e-9.
 
-Every expected value is written out by hand from the spec's formula, never taken from
+Every expected value is written out by hand from the documented formula, never taken from
 sforge.rescale, so a wrong formula in the implementation cannot also be the expectation.
 """
 
@@ -55,8 +55,8 @@ PW = {"kind": "piecewise_max", "baseline": 0.0, "rank30": 47169682940.0,
 
 def test_worked_examples_of_rescale_md():
     got = rescale(PW, 43623268300)
-    # 20·(r−B)/(R30−B) = 18.4963161001…: exact by the formula. The spec prints "18.4962…",
-    # 1.2e-4 below the formula's own value (reported to the lead); the formula wins.
+    # 20·(r−B)/(R30−B) = 18.4963161001…: exact by the formula. The published example
+    # prints "18.4962…", 1.2e-4 below the formula's own value; the formula wins.
     assert close(got, 20 * (43623268300 - 0) / (47169682940 - 0))
     assert close(got, 18.496316100105634)
     assert abs(got - 18.4962) < 2e-4
@@ -305,3 +305,37 @@ def test_loader_rejects_bad_tables_naming_task_kind_and_param(tmp_path):
     assert "score.rescale.baseline" in errors["notanumber"]
     for task, text in errors.items():
         assert f"tasks/{task}/task.toml" in text
+
+
+# --------------------------------------------------------------------------- documentation
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_every_kind_documented_in_the_repository():
+    """docs/rescale.md (linked from the README) lists each kind with its parameters in order,
+    and help() of the function shows the same kinds: the repository documents itself."""
+    import pydoc
+
+    from sforge.rescale import rescale as fn
+
+    doc = (REPO / "docs" / "rescale.md").read_text()
+    assert "docs/rescale.md" in (REPO / "README.md").read_text()
+    text = pydoc.render_doc(fn, renderer=pydoc.plaintext)
+    assert "rescale(table" in text
+    for name, kind in KINDS.items():
+        params = ", ".join(f"`{p}`" for p in kind.params)
+        assert f"| `{name}` | {params} |" in doc, name
+        assert f"{name}({', '.join(kind.params)}): {kind.doc}" in text, name
+
+
+def test_docs_do_not_point_outside_the_repository():
+    """README, docs and docstrings say what they need in their own words: no pointer to a spec
+    or architecture page that is not in the repository."""
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")),
+             *sorted((REPO / "sforge").rglob("*.py")), *sorted((REPO / "rules").glob("*.smk")),
+             REPO / "Snakefile"]
+    bad = [f"{f.relative_to(REPO)}: {line.strip()}" for f in files
+           for line in f.read_text().splitlines()
+           if any(word in line for word in ("shared/", "spec/rescale", "ARCHITECTURE.md",
+                                            "sforge's spec"))]
+    assert bad == []

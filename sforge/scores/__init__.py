@@ -1,15 +1,15 @@
 """Eval results → scores.csv → best.csv → leaderboard (CSV, Markdown) and time budgets.
 
 Every table is derived with pandas from the one before it, so each Snakemake rule reads
-files and writes one product. The rules are, in the terms of ARCHITECTURE.md "Scores":
+files and writes one product. The rules:
 
 - scores.csv: one row per graded submission (several submissions may share one result file:
-  identical archives are graded once). `rescaled` is the 0–100 score of spec/rescale.md;
+  identical archives are graded once). `rescaled` is the 0–100 score of docs/rescale.md;
   it is empty for invalid results and for tasks without a rescale table (never 0).
 - best.csv: per (source, task), the best valid raw score in the task's direction; ties go
   to the earliest submission (submitted_at, then elapsed_s, then graded_at). Invalid
   results never win, whatever their raw score. Direction and rescale tables come from the
-  benchmark as loaded (task.toml), not from scores.csv. As the spec ranks raw scores, a
+  benchmark as loaded (task.toml), not from scores.csv. As ranking is by raw score, a
   best raw score that a guard maps to 0 (compression_ratio_cropped_guarded below 0.05,
   the min kinds at r ≤ 0) stays the best, even over a valid result that rescales higher.
 - leaderboard: per source, the mean rescaled best over EVERY task of the benchmark. A task
