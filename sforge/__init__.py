@@ -27,4 +27,15 @@ class _CallableModule(types.ModuleType):
 _rescale_module.__class__ = _CallableModule
 rescale = _rescale_module
 
-__all__ = ["__version__", "rescale"]
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    """`from sforge import load_results` without making every `sforge` command import pandas."""
+    if name in ("load_results", "Results"):
+        from . import frames
+
+        return getattr(frames, name)
+    raise AttributeError(f"module 'sforge' has no attribute {name!r}")
+
+
+__all__ = ["Results", "__version__", "load_results", "rescale"]

@@ -1,0 +1,111 @@
+"""What a judge said beyond its score: per-test `details` and `metrics` of an eval result.
+
+Graders write these free-form (the judge contract only suggests `name`, `status`, `score`
+per detail), so they are normalised here, once, for both the report's per-task pages and
+`load_results().details`: every detail becomes (test, status, score, message), whatever
+shape the grader gave it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+DETAIL_COLUMNS = ("test", "status", "score", "message")
+MAX_TEXT = 2000  # a message longer than this is cut (a grader may dump a whole traceback)
+
+
+@dataclass(frozen=True)
+class Detail:
+    test: str
+    status: str
+    score: float | None
+    message: str
+
+
+@dataclass
+class Feedback:
+    """The parts of one eval result a person reads to debug a submission."""
+
+    details: list[Detail] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    reason: str = ""
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    log: str | None = None
+    error: str | None = None  # the result file could not be read
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def normalise_details(raw: Any) -> list[Detail]:
+    """A grader's `details` as Detail rows. An item that is not an object is kept as its
+    message; a missing name becomes the item's position, so nothing a grader said is lost."""
+    if isinstance(raw, dict):  # {"test_a": "PASSED", ...} or {"test_a": {...}}
+        raw = [v if isinstance(v, dict) and "name" in v else
+               ({"name": k, **v} if isinstance(v, dict) else {"name": k, "status": v})
+               for k, v in raw.items()]
+    if not isinstance(raw, list):
+        return [] if raw is None else [Detail("0", "", None, _text(raw))]
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            out.append(Detail(str(i), "", None, _text(item)))
+            continue
+        name = item.get("name", item.get("test", i))
+        message = item.get("message", item.get("msg", item.get("error")))
+        out.append(Detail(_text(name), _text(item.get("status")), _number(item.get("score")),
+                          _text(message)))
+    return out
+
+
+def normalise_metrics(raw: Any) -> dict[str, Any]:
+    """Metric name → a number, or the value as text when it is not one."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): (_number(v) if _number(v) is not None else _text(v))
+            for k, v in raw.items()}
+
+
+def read_feedback(path: Path) -> Feedback:
+    """Feedback of the eval result at `path`; an unreadable file says so in `error`."""
+    try:
+        data = orjson.loads(Path(path).read_bytes())
+    except FileNotFoundError:
+        return Feedback(error="result file missing")
+    except (OSError, orjson.JSONDecodeError) as exc:
+        try:  # NaN/Infinity literals: Python's json reads them
+            data = json.loads(Path(path).read_bytes())
+        except (OSError, ValueError):
+            return Feedback(error=f"unreadable result file: {exc}")
+    if not isinstance(data, dict):
+        return Feedback(error="not an eval result")
+    rejected = [{"path": _text(r.get("path")), "reason": _text(r.get("reason"))}
+                for r in data.get("rejected") or [] if isinstance(r, dict)]
+    return Feedback(details=normalise_details(data.get("details")),
+                    metrics=normalise_metrics(data.get("metrics")),
+                    summary=_text(data.get("summary")), reason=_text(data.get("reason")),
+                    rejected=rejected, log=data.get("log") if isinstance(data.get("log"), str)
+                    else None)
+
+
+def read_many(paths: Iterable[Path]) -> dict[Path, Feedback]:
+    return {p: read_feedback(p) for p in dict.fromkeys(paths)}
