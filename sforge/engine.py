@@ -29,6 +29,14 @@ class ContainerEngine(ABC):
     def image_id(self, tag: str) -> str | None: ...
 
     @abstractmethod
+    def tags_with_prefix(self, prefix: str) -> dict[str, int]:
+        """Local tags whose repository starts with `prefix`, each with its image's size."""
+
+    @abstractmethod
+    def remove_tag(self, tag: str) -> None:
+        """Untag (and delete, when it was the last tag) one image, by tag, never by id."""
+
+    @abstractmethod
     def registry_has(self, remote: str) -> bool: ...
 
     def image_tags(self, ref: str) -> list[str]:
@@ -151,6 +159,24 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             raise InfrastructureError(f"cannot list images: {exc}") from None
         present = {t for img in images for t in (img.get("RepoTags") or [])}
         return wanted & present
+
+    def tags_with_prefix(self, prefix: str) -> dict[str, int]:
+        try:
+            images = self.client.api.images()
+        except Exception as exc:
+            raise InfrastructureError(f"cannot list images: {exc}") from None
+        return {t: int(img.get("Size") or 0) for img in images
+                for t in (img.get("RepoTags") or []) if t.startswith(prefix)}
+
+    def remove_tag(self, tag: str) -> None:
+        import docker.errors
+
+        try:
+            self.client.api.remove_image(tag, noprune=False)
+        except docker.errors.ImageNotFound:
+            return
+        except docker.errors.APIError as exc:  # e.g. a container still uses it
+            raise InfrastructureError(f"cannot remove image {tag}: {exc}") from None
 
     def image_id(self, tag: str) -> str | None:
         import docker.errors

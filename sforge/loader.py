@@ -187,7 +187,9 @@ def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmar
     if bases_dir.is_dir():
         bases = {d.name: d for d in sorted(bases_dir.iterdir()) if (d / "Dockerfile").is_file()}
     bench = Benchmark(root=root.resolve(), name=data["name"], registry=data.get("registry"),
-                      blob_url=data.get("blob_url"), bases=bases)
+                      blob_url=data.get("blob_url"), bases=bases,
+                      exclude_status=tuple(data.get("leaderboard", {}).get("exclude_status",
+                                                                           ())))
     tasks_dir = root / "tasks"
     if not tasks_dir.is_dir():
         raise DefinitionError(tasks_dir, None, "missing: a benchmark keeps its tasks in tasks/")

@@ -102,6 +102,19 @@ class Benchmark:
     tasks: dict[str, Task] = field(default_factory=dict)
     # One broken task never hides the others: its error is kept here instead.
     errors: list[Exception] = field(default_factory=list)
+    # Tasks whose `status` metadata is one of these are built and graded but left out of the
+    # leaderboard ([leaderboard] exclude_status in benchmark.toml; sforge gives `status` no
+    # meaning of its own).
+    exclude_status: tuple[str, ...] = ()
+
+    def excluded(self, task: Task) -> bool:
+        status = task.metadata.get("status")
+        return status is not None and str(status) in self.exclude_status
+
+    @property
+    def ranked_tasks(self) -> dict[str, Task]:
+        """The tasks the leaderboard averages over (all but the excluded statuses)."""
+        return {i: t for i, t in self.tasks.items() if not self.excluded(t)}
 
     def select(self, ids: list[str] | None) -> list[Task]:
         if not ids:
