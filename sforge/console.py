@@ -1,0 +1,155 @@
+"""What sforge says on the terminal while it works: warnings (each once), one live progress
+display for grading and reports, and one line per finished judge with -v.
+
+The progress display listens to Snakemake's own job events (a logging handler on its
+logger: job info, finished, error, progress) instead of Snakemake's text, so it can name the
+task, the source and the verdict of each judge, and it hides Snakemake's chatter
+("Finished jobid: 4 (Rule: evaluate)") unless -vv asks for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+_warned: set[str] = set()
+_warn_lock = threading.Lock()
+
+
+def warn(message: str, key: str | None = None) -> None:
+    """`sforge: warning: message` on stderr, once per process for the same key (default:
+    the message), however many images, jobs or threads run into it."""
+    with _warn_lock:
+        if (key or message) in _warned:
+            return
+        _warned.add(key or message)
+    print(f"sforge: warning: {message}", file=sys.stderr)
+
+
+# Snakemake's events (snakemake_interface_logger_plugins.common.LogEvent values)
+JOB_INFO, JOB_FINISHED, JOB_ERROR, PROGRESS = "job_info", "job_finished", "job_error", "progress"
+# What the live display replaces in Snakemake's own output (errors and warnings stay).
+CHATTER = {"job_info", "job_finished", "progress", "shellcmd", "job_started", "run_info",
+           "resources_info", "workflow_started"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    line: str  # task, source(s), score or INVALID + reason
+    invalid: bool
+
+
+class JobProgress(logging.Handler):
+    """A logging handler for Snakemake's logger: counts jobs, judges, invalid results and
+    failures, draws them as one rich progress line (done/total, rate, ETA), and with
+    `verbose` prints one line per finished judge as `describe(wildcards)` tells it."""
+
+    def __init__(self, title: str, describe: Callable[[dict[str, str]], Verdict | None],
+                 *, verbose: bool = False, stream: Any = None):
+        super().__init__(level=logging.DEBUG)
+        self.title = title
+        self.describe = describe
+        self.verbose = verbose
+        self.stream = stream or sys.stderr
+        self.jobs: dict[int, tuple[str, dict[str, str]]] = {}
+        self.done = self.total = 0
+        self.judged = self.invalid = self.failed = 0
+        self.failures: list[str] = []
+        self.started = time.monotonic()
+        self._progress: Any = None
+        self._task: Any = None
+
+    # the display --------------------------------------------------------------------
+    def __enter__(self) -> JobProgress:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        console = Console(file=self.stream, highlight=False)
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(),
+            TimeElapsedColumn(), TextColumn("{task.fields[counts]}"),
+            console=console, transient=False, refresh_per_second=4,
+            disable=not console.is_terminal)
+        self._progress.start()
+        self._task = self._progress.add_task(self.title, total=None, rate="", counts="")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._refresh()
+        if self._progress is not None:
+            self._progress.stop()
+
+    def print(self, line: str) -> None:
+        """A line above the live display (or plainly, when there is none)."""
+        if self._progress is not None and self._progress.console.is_terminal:
+            self._progress.console.print(line, markup=False, highlight=False)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def _refresh(self) -> None:
+        if self._progress is None:
+            return
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        counts = [f"{self.judged} judged"] if self.judged else []
+        if self.invalid:
+            counts.append(f"{self.invalid} invalid")
+        if self.failed:
+            counts.append(f"{self.failed} FAILED")
+        self._progress.update(self._task, completed=self.done, total=self.total or None,
+                              rate=f"{self.done / elapsed:.2f}/s",
+                              counts=", ".join(counts))
+
+    # Snakemake's events --------------------------------------------------------------
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._handle(record)
+        except Exception:  # a display problem must never fail a run
+            self.handleError(record)
+
+    def _handle(self, record: logging.LogRecord) -> None:
+        event = str(getattr(record, "event", "") or "")
+        if event == JOB_INFO:
+            self.jobs[record.jobid] = (record.rule_name,  # type: ignore[attr-defined]
+                                       dict(getattr(record, "wildcards", None) or {}))
+        elif event == JOB_FINISHED:
+            rule, wildcards = self.jobs.pop(record.job_id, ("", {}))  # type: ignore[attr-defined]
+            if rule == "evaluate":
+                self.judged += 1
+                verdict = self.describe(wildcards)
+                if verdict is not None:
+                    self.invalid += verdict.invalid
+                    if self.verbose:
+                        self.print(verdict.line)
+        elif event == JOB_ERROR:
+            self.failed += 1
+            rule = getattr(record, "rule_name", "?")
+            wildcards = dict(self.jobs.pop(getattr(record, "jobid", -1), (rule, {}))[1])
+            what = " ".join(f"{k}={v}" for k, v in wildcards.items())
+            self.failures.append(f"{rule} {what}".strip())
+            self.print(f"FAILED {rule} {what}".rstrip())
+        elif event == PROGRESS:
+            self.done, self.total = int(record.done), int(record.total)  # type: ignore[attr-defined]
+        else:
+            return
+        self._refresh()
+
+
+class HideChatter(logging.Filter):
+    """On Snakemake's own stream handler while JobProgress draws: errors stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return str(getattr(record, "event", "") or "") not in CHATTER or \
+            record.levelno >= logging.WARNING
