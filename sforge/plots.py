@@ -272,8 +272,8 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
             pts.set_gid(f"d{i}")
             tips[f"d{i}"] = [submission_tip(r) for r in shown.to_dict("records")]
         ax.set_yticks(range(1, len(sources) + 1), labels)
-        ax.set_xlabel(f"valid raw score ({'lower' if task.score.direction == 'minimize' else 'higher'}"
-                      " is better)")
+        better = "lower" if task.score.direction == "minimize" else "higher"
+        ax.set_xlabel(f"valid raw score ({better} is better)")
         ax.grid(axis="x", alpha=0.3)
         _margins(fig, left_in=_label_inches(labels) + 0.2)
         return _svg(fig, tips, _uid(["dist", task.id]))
