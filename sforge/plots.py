@@ -18,8 +18,7 @@ import io
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import matplotlib
 import numpy as np
@@ -27,8 +26,6 @@ import pandas as pd
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 
-from . import __version__
-from .fileio import atomic_write_text
 from .model import Task
 
 MAX_POINTS = 400  # points per source in a task plot; the box and the curve use them all
@@ -264,7 +261,9 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
     with matplotlib.rc_context(_RC):
         ax = fig.add_subplot()
         data = [valid.loc[valid["source"] == s, "score"].to_numpy() for s in sources]
-        ax.boxplot(data, orientation="horizontal", showfliers=False, widths=0.5)
+        ax.boxplot(data, orientation="horizontal", showfliers=False, widths=0.5,
+                   boxprops={"color": "#777777"}, whiskerprops={"color": "#777777"},
+                   capprops={"color": "#777777"}, medianprops={"color": "#222222"})
         for i, source in enumerate(sources, start=1):
             shown = _sample(valid[valid["source"] == source])
             pts = ax.scatter(shown["score"], i + rng.uniform(-0.18, 0.18, len(shown)), s=12,
@@ -277,38 +276,3 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
         ax.grid(axis="x", alpha=0.3)
         _margins(fig, left_in=_label_inches(labels) + 0.2)
         return _svg(fig, tips, _uid(["dist", task.id]))
-
-
-# --------------------------------------------------------------------------- cache
-class PlotCache:
-    """SVGs keyed by a hash of exactly what they show (a figure costs 0.1–0.3 s: 200 tasks
-    would take most of a minute; when one result changes, one task is drawn again). Entries
-    the latest report did not use are deleted, so the cache never outgrows one report."""
-
-    def __init__(self, directory: Path | None):
-        self.directory = directory
-        self.used: set[str] = set()
-
-    def get(self, parts: Sequence[str], make: Callable[[], str | None]) -> str | None:
-        digest = hashlib.sha256("\0".join([__version__, matplotlib.__version__, *parts])
-                                .encode()).hexdigest()[:32]
-        path = self.directory / f"{digest}.svg" if self.directory else None
-        if path is not None and path.is_file():
-            self.used.add(path.name)
-            text = path.read_text()
-            return text or None
-        svg = make()
-        if path is not None:
-            try:
-                atomic_write_text(path, svg or "")
-                self.used.add(path.name)
-            except OSError:
-                pass  # a read-only tree: no cache, same page
-        return svg
-
-    def prune(self) -> None:
-        if self.directory is None or not self.directory.is_dir():
-            return
-        for old in self.directory.glob("*"):
-            if old.name not in self.used and old.suffix in (".svg", ".png"):
-                old.unlink(missing_ok=True)

@@ -1,8 +1,10 @@
-"""report.html: self-contained (no URL), escaped, and it renders in a real browser.
+"""report.html and the per-task pages: self-contained, escaped, debuggable, and they render in
+a real browser.
 
-The browser test opens the page in headless Chromium (Debian package `chromium`) from a
-file:// URL with networking features off, dumps the DOM after load and checks that the
-tables are there and every embedded image decoded.
+The browser tests open the pages in headless Chromium (Debian package `chromium`) from
+file:// URLs with networking features off, at a 400 px wide window, with a probe script that
+records console errors, horizontal page scroll, the smallest rendered plot text, and what
+the invalid section says; the DOM is dumped after load.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import hashlib
 import re
 import shutil
 import subprocess
+from html import unescape
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
 from sforge import report, scores
+from sforge.layout import Layout
 from sforge.loader import load_benchmark
 from sforge.model import Benchmark
 from sforge.results import EvalResult
@@ -23,6 +28,7 @@ from sforge.submissions import Submission
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
 EVIL = '<script>alert("x")</script>&co'
+TOO_BIG = "archive exceeds 10000 members"
 
 
 @pytest.fixture(scope="module")
@@ -30,180 +36,212 @@ def bench() -> Benchmark:
     return load_benchmark(FIXTURE)
 
 
-def make_tables(bench: Benchmark, root: Path, rows: list[tuple]) -> dict[str, Path]:
-    """rows: (source, task, score, valid, elapsed_s) → the four CSVs, as the rules make them."""
+def make_tables(bench: Benchmark, root: Path, rows: list[tuple]) -> Layout:
+    """rows: (source, task, score, valid, elapsed_s[, reason]) → result files, judge logs and
+    the four CSVs in one results folder, as the rules make them."""
+    layout = Layout(root)
     records = []
-    for i, (source, task, score, valid, elapsed) in enumerate(rows):
+    for i, (source, task, score, valid, elapsed, *rest) in enumerate(rows):
         sha = hashlib.sha256(f"{i}".encode()).hexdigest()
-        path = root / "evals" / task / f"{sha[:20]}.json"
-        EvalResult(task=task, submission=sha, key=sha[:20], valid=valid, score=score,
-                   summary="ok", finished_at=f"2025-01-01T00:{i % 60:02d}:00+00:00").write(path)
+        key = sha[:20]
+        path = layout.eval_result(task, key)
         records.append((Submission(source=source, task=task, name=f"s{i}", path=root / "x",
                                    sha256=sha, elapsed_s=elapsed, agent="agent"), path))
-    out = root / "out"
-    paths = {n: out / f"{n}.csv" for n in ("scores", "best", "leaderboard", "budgets")}
-    scores.write_scores(bench, records, paths["scores"])
-    scores.write_best(bench, paths["scores"], paths["best"])
-    scores.write_leaderboard(bench, paths["best"], paths["scores"], paths["leaderboard"],
-                             out / "leaderboard.md", paths["budgets"], [1, 2])
-    return paths
+        if path.exists():  # as in a real results folder: a result, once written, stays
+            continue
+        EvalResult(task=task, submission=sha, key=key, valid=valid, score=score,
+                   summary=f"summary of s{i}", reason=rest[0] if rest else None,
+                   details=[{"name": f"case_{i}_a", "status": "PASSED", "score": 1},
+                            {"name": f"case_{i}_b", "status": "FAILED", "score": 0,
+                             "message": f"expected {i}, got {i + 1}"}],
+                   metrics={"peak_mb": 10.0 + i},
+                   finished_at=f"2025-01-01T00:{i % 60:02d}:00+00:00").write(path)
+        layout.eval_log(task, key).write_text(f"judge log of s{i}\n")
+    scores.write_scores(bench, records, layout.scores)
+    scores.write_best(bench, layout.scores, layout.best)
+    scores.write_leaderboard(bench, layout.best, layout.scores, layout.leaderboard,
+                             layout.leaderboard_md, layout.budgets, [1, 2])
+    return layout
 
 
-def write(bench: Benchmark, paths: dict[str, Path], **kw) -> str:  # type: ignore[no-untyped-def]
-    out = paths["scores"].parent / "report.html"
-    report.write_report(bench, paths["scores"], paths["best"], paths["leaderboard"],
-                        paths["budgets"], out, **kw)
-    return out.read_text()
+def write(bench: Benchmark, layout: Layout, **kw) -> str:  # type: ignore[no-untyped-def]
+    report.write_report(bench, layout.scores, layout.best, layout.leaderboard, layout.budgets,
+                        layout.report, **kw)
+    return layout.report.read_text()
+
+
+def task_page(layout: Layout, task: str) -> str:
+    return (layout.root / "report" / f"{task}.html").read_text()
 
 
 SAMPLE = [
     ("alpha", "max_task", 100.0, True, 1800.0),
     ("alpha", "max_task", 150.0, True, 5400.0),
-    ("alpha", "max_task", 199.0, False, 6000.0),
+    ("alpha", "max_task", 199.0, False, 6000.0),  # the grader said invalid
     ("alpha", "min_task", 40.0, True, 600.0),
     ("alpha", "piece_task", 43623268300.0, True, 3000.0),
     ("alpha", "norescale_task", 3.0, True, 100.0),
     ("beta", "max_task", 60.0, True, 900.0),
     ("beta", "min_task", 90.0, True, 700.0),
     ("beta", "min_task", 70.0, True, 7000.0),
+    ("beta", "min_task", None, False, 7100.0, TOO_BIG),  # sforge refused it
     (EVIL, "max_task", 10.0, True, None),
 ]
 
 
-@pytest.fixture
-def page(bench, tmp_path) -> tuple[str, Path]:
-    paths = make_tables(bench, tmp_path, SAMPLE)
-    return write(bench, paths), paths["scores"].parent / "report.html"
+@pytest.fixture(scope="module")
+def pages(bench, tmp_path_factory) -> Layout:
+    """One report for the tests that only read it (drawing costs a second or two)."""
+    layout = make_tables(bench, tmp_path_factory.mktemp("pages") / "results", SAMPLE)
+    write(bench, layout)
+    return layout
 
 
-def strip_data_uris(html: str) -> str:
-    return re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "data:", html)
+def all_pages(layout: Layout) -> dict[str, str]:
+    out = {"index": layout.report.read_text()}
+    for p in sorted((layout.root / "report").glob("*.html")):
+        out[p.stem] = p.read_text()
+    return out
 
 
 # --------------------------------------------------------------------------- static checks
-def test_self_contained_no_urls(page):
-    html, _ = page
-    text = strip_data_uris(html)
-    assert not re.search(r"(?i)\b(https?|ftp|wss?):", text)
-    assert "//" not in re.sub(r"<script>.*?</script>", "", text, flags=re.S)  # no //host refs
-    for attr in re.findall(r'\b(?:src|href)="([^"]*)"', text):
-        assert attr.startswith(("data:", "#")), attr
-    assert "<link" not in text and "@import" not in text and "url(" not in text
+def test_every_page_is_self_contained(pages):
+    found = all_pages(pages)
+    assert set(found) == {"index", "max_task", "min_task", "piece_task", "norescale_task",
+                          "empty_task"}
+    for name, html in found.items():
+        text = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
+        assert not re.search(r"(?i)\b(https?|ftp|wss?|file):", text), name
+        assert "//" not in text, name  # no //host references, no namespace URLs
+        assert "<link" not in text and "@import" not in text, name
+        assert re.findall(r"url\((?!#)", text) == [], name  # only fragments inside the SVG
+        assert re.findall(r"\bsrc=", text) == [], name  # plots are inline SVG
+        for href in re.findall(r'\bhref="([^"]*)"', text):  # relative, inside the folder
+            assert not href.startswith("/") and ":" not in href, (name, href)
+            if not href.startswith("#"):
+                base = pages.root if name == "index" else pages.root / "report"
+                target = (base / unquote(href.split("#")[0])).resolve()
+                assert target.is_file(), (name, href)
+                assert pages.root.resolve() in target.parents, (name, href)
 
 
-def test_tables_and_images_present(page):
-    html, _ = page
+def test_index_tables_and_links(pages):
+    html = pages.report.read_text()
     assert 'id="leaderboard-table"' in html and 'id="task-table"' in html
     assert 'id="budgets-table"' in html
     for task in ("max_task", "min_task", "piece_task", "norescale_task", "empty_task"):
-        assert f'id="task-{task}"' in html and f'href="#task-{task}"' in html
-    assert html.count('src="data:image/png;base64,') >= 5  # board, budgets, 3+ tasks
-    # the worked example's rescaled best appears with two decimals
-    assert ">18.50<" in html
+        assert f'href="report/{task}.html"' in html
+    assert html.count('<svg viewBox=') == 2  # leaderboard and budgets
+    assert ">18.50<" in html  # the worked example's rescaled best, two decimals
 
 
-def test_text_is_escaped(page):
-    html, _ = page
-    assert EVIL not in html
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;co" in html
+def test_invalid_and_failed_section(pages):
+    html = pages.report.read_text()
+    section = html.split('id="invalid"')[1]
+    rows = re.findall(r"<tr>(.*?)</tr>", section.split("<tbody>")[1], re.S)
+    assert len(rows) == 2  # s2 (invalid) and s9 (failed), newest first
+    assert TOO_BIG in rows[0] and ">failed<" in rows[0] and ">beta<" not in rows[0].split(
+        "</span>")[0]
+    assert "s9" in rows[0] and "min_task" in rows[0]
+    assert "s2" in rows[1] and ">invalid<" in rows[1] and "summary of s2" in rows[1]
+    key9 = hashlib.sha256(b"9").hexdigest()[:20]
+    assert f'href="evals/min_task/{key9}.json"' in rows[0]
+    assert f'href="evals/min_task/{key9}.log"' in rows[0]
+    assert "2 invalid or failed" in html
+    # the task page lists its own, with links one folder up
+    page = task_page(pages, "min_task")
+    assert TOO_BIG in page and f'href="../evals/min_task/{key9}.json"' in page
 
 
-def test_empty_tables_give_a_page(bench, tmp_path):
-    html = write(bench, make_tables(bench, tmp_path, []))
-    assert "No graded submissions yet." in html
-    assert 'id="task-table"' in html and "<img" not in html
+def test_task_page_shows_every_submission_with_feedback(pages):
+    page = task_page(pages, "max_task")
+    subs = re.findall(r'<details class="submission"', page)
+    assert len(subs) == 5  # s0, s1, s2, s6 and EVIL's s10
+    for i in (0, 1, 2, 6, 10):
+        assert f"summary of s{i}" in page
+        assert f"case_{i}_a" in page and f"expected {i}, got {i + 1}" in page
+    assert ">peak_mb<" in page and ">10.0<" in page
+    assert "linear(lower=0.0, upper=200.0)" in page or "linear(lower=0, upper=200)" in page
+    assert page.count('<svg viewBox=') == 2  # best so far, distribution
+    assert 'href="../report.html"' in page
 
 
-def test_plot_cache_reuses_unchanged_tasks(bench, tmp_path, monkeypatch):
-    paths = make_tables(bench, tmp_path, SAMPLE)
-    first = write(bench, paths)
-    cache = tmp_path / "out" / ".cache" / "report-plots"
-    pngs = sorted(cache.glob("*.png"))
-    assert len(pngs) == 4  # the tasks with valid results
+def test_plots_say_what_each_point_is(pages):
+    page = task_page(pages, "max_task")
+    titles = re.findall(r"<title>(.*?)</title>", page.split("<body>")[1], re.S)
+    tips = [t for t in titles if "raw" in t]
+    # the distribution shows the 4 valid raws, the time plot the 3 timed valid ones
+    assert len(tips) == 4 + 3
+    s1 = [t for t in tips if "alpha · s1" in t]
+    assert s1 and "raw 150" in s1[0] and "rescaled 75" in s1[0] and "1.50 h" in s1[0]
+    board = pages.report.read_text()
+    assert "<title>alpha: 33.7 (4 of 5 tasks valid)</title>" in board
+
+
+def test_source_colours_agree_everywhere(pages):
+    index, page = pages.report.read_text(), task_page(pages, "max_task")
+
+    def swatch(html: str, source: str) -> set[str]:
+        return set(re.findall(r'<span class="sw" style="background:(#[0-9a-f]{6})"></span>'
+                              + re.escape(source) + "<", html))
+
+    for source in ("alpha", "beta"):
+        colours = swatch(index, source) | swatch(page, source)
+        assert len(colours) == 1, (source, colours)
+        # the plot draws that source's points in the same colour
+        assert f"fill: {colours.pop()}" in page
+    assert swatch(index, "alpha") != swatch(index, "beta")
+
+
+def test_text_is_escaped(pages):
+    for name, html in all_pages(pages).items():
+        assert EVIL not in html, name
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;co" in pages.report.read_text()
+
+
+def test_empty_tables_give_pages(bench, tmp_path):
+    layout = make_tables(bench, tmp_path, [])
+    html = write(bench, layout)
+    assert "No graded submissions yet." in html and 'id="no-invalid"' in html
+    assert 'id="task-table"' in html and "<svg" not in html
+    assert "No graded submissions." in task_page(layout, "max_task")
+
+
+def test_unchanged_task_pages_are_not_rendered_again(bench, tmp_path, monkeypatch):
+    layout = make_tables(bench, tmp_path / "r", SAMPLE)
+    write(bench, layout)
+    cache = layout.root / ".cache" / "report-pages"
+    assert len(list(cache.glob("*.html"))) == 5
+    before = all_pages(layout)
 
     def fail(*args, **kwargs):  # type: ignore[no-untyped-def]
-        raise AssertionError("re-plotted an unchanged task")
+        raise AssertionError("rendered an unchanged task page")
 
-    monkeypatch.setattr(report, "_task_figure", fail)
-    second = write(bench, paths)
+    monkeypatch.setattr(report, "render_task_page", fail)
+    write(bench, layout)
+    after = all_pages(layout)
     strip = re.compile(r"generated [^<]* by")
-    assert strip.sub("", first) == strip.sub("", second)
+    assert {k: strip.sub("", v) for k, v in before.items()} == \
+        {k: strip.sub("", v) for k, v in after.items()}
     monkeypatch.undo()
-    # one result changes: one task is re-plotted, its old picture is pruned
-    paths = make_tables(bench, tmp_path / "again", [*SAMPLE[:-1], ("beta", "min_task", 30.0,
-                                                                   True, 8000.0)])
+    # one more result for min_task: only its page is rendered again, the old one pruned
+    layout = make_tables(bench, tmp_path / "r", [*SAMPLE, ("beta", "min_task", 30.0, True,
+                                                          8000.0)])
     calls: list[str] = []
-    real = report._task_figure
-    monkeypatch.setattr(report, "_task_figure",
-                        lambda task, *a: calls.append(task.id) or real(task, *a))
-    report.write_report(bench, paths["scores"], paths["best"], paths["leaderboard"],
-                        paths["budgets"], tmp_path / "out" / "report.html")
-    assert sorted(calls) == ["max_task", "min_task"]  # EVIL's max_task row is gone too
-    assert len(list(cache.glob("*.png"))) == 4
+    real = report.render_task_page
+    monkeypatch.setattr(report, "render_task_page",
+                        lambda env, b, task, *a: calls.append(task.id) or real(env, b, task, *a))
+    write(bench, layout)
+    assert calls == ["min_task"]
+    assert len(list(cache.glob("*.html"))) == 5
+    assert "s11" in task_page(layout, "min_task")
 
 
 def test_report_without_cache(bench, tmp_path):
-    paths = make_tables(bench, tmp_path, SAMPLE[:3])
-    write(bench, paths, cache=False)
-    assert not (tmp_path / "out" / ".cache" / "report-plots").exists()
-
-
-# --------------------------------------------------------------------------- the browser
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             "/usr/bin/chromium") if p and Path(p).exists()), None)
-
-# Appended to a copy of the page only: records whether each image decoded.
-PROBE = """<script>
-window.addEventListener("load", function () {
-  document.querySelectorAll("img").forEach(function (img, i) {
-    img.setAttribute("data-probe", img.complete && img.naturalWidth > 0 ?
-                     "ok:" + img.naturalWidth + "x" + img.naturalHeight : "broken");
-  });
-  document.body.setAttribute("data-probed", "yes");
-});
-</script>"""
-
-
-def dump_dom(html_path: Path, profile: Path) -> str:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=5000",
-           "--dump-dom", html_path.as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
-
-
-@pytest.mark.browser
-@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
-                    "(Debian: apt-get install -y chromium)")
-def test_report_renders_in_headless_chromium(page, tmp_path):
-    html, path = page
-    probed = path.with_name("probed.html")
-    probed.write_text(html.replace("</body>", PROBE + "\n</body>"))
-    dom = dump_dom(probed, tmp_path / "chromium-profile")
-    assert 'data-probed="yes"' in dom, dom[:500]
-
-    board = re.search(r'<table id="leaderboard-table"[^>]*>(.*?)</table>', dom, re.S)
-    assert board, "leaderboard table missing from the DOM"
-    assert 'class="sortable ready"' in dom  # the inline script ran without error
-    body_rows = re.findall(r"<tr>(.*?)</tr>", board.group(1).split("<tbody>")[1], re.S)
-    assert len(body_rows) == 3
-    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S) for r in body_rows]
-    assert [c[1] for c in cells] == ["alpha", "beta",
-                                     '&lt;script&gt;alert("x")&lt;/script&gt;&amp;co']
-    assert [c[0] for c in cells] == ["1", "2", "3"]
-
-    tasks = re.search(r'<table id="task-table"[^>]*>(.*?)</table>', dom, re.S)
-    assert tasks, "per-task table missing from the DOM"
-    task_rows = re.findall(r"<tr>(.*?)</tr>", tasks.group(1).split("<tbody>")[1], re.S)
-    assert len(task_rows) == 5
-    assert 'href="#task-piece_task"' in tasks.group(1)
-
-    probes = re.findall(r'data-probe="([^"]+)"', dom)
-    assert len(probes) >= 5 and all(p.startswith("ok:") for p in probes), probes
-    # the injected alert() never became a script element
-    assert "<script>alert" not in dom
+    layout = make_tables(bench, tmp_path, SAMPLE[:3])
+    write(bench, layout, cache=False)
+    assert not (layout.root / ".cache" / "report-pages").exists()
+    assert (layout.root / "report" / "max_task.html").is_file()
 
 
 def test_odd_source_names_do_not_break_plots(bench, tmp_path):
@@ -212,6 +250,106 @@ def test_odd_source_names_do_not_break_plots(bench, tmp_path):
     names = [r"$\frac$", "_hidden", "a" * 80, "two $ signs $x^2$", "tab\tand ünï"]
     rows = [(n, "max_task", 10.0 * (i + 1), True, 600.0 * (i + 1)) for i, n in enumerate(names)]
     rows += [(n, "min_task", 50.0, True, 100.0) for n in names]
-    html = write(bench, make_tables(bench, tmp_path, rows))
-    assert html.count('src="data:image/png;base64,') >= 4
+    layout = make_tables(bench, tmp_path, rows)
+    html = write(bench, layout)
+    assert html.count("<svg viewBox=") == 2
+    assert task_page(layout, "max_task").count("<svg viewBox=") == 2
     assert "_hidden" in html and "a" * 80 in html
+
+
+# --------------------------------------------------------------------------- the browser
+CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
+                             "/usr/bin/chromium") if p and Path(p).exists()), None)
+
+# Put first in <head> of a copy of a page: records console errors and uncaught exceptions,
+# then at load the page's horizontal overflow, the smallest plot text on screen, what the
+# invalid section and the leaderboard say, and posts all of it to the harness page.
+PROBE = """<script>
+window.__errors = [];
+window.addEventListener("error", function (e) { window.__errors.push(String(e.message)); });
+(function () { var orig = console.error; console.error = function () {
+  window.__errors.push(Array.prototype.join.call(arguments, " ")); orig.apply(console, arguments);
+}; })();
+window.addEventListener("load", function () {
+  var b = document.body, d = document.documentElement, out = {};
+  out["scroll-width"] = String(Math.max(d.scrollWidth, b.scrollWidth));
+  out["client-width"] = String(d.clientWidth);
+  var least = 1e9;
+  document.querySelectorAll("svg.plot text").forEach(function (t) {
+    var h = t.getBoundingClientRect().height; if (h > 0 && h < least) { least = h; } });
+  out["min-text-px"] = String(least);
+  function texts(sel) { return Array.prototype.map.call(document.querySelectorAll(sel),
+    function (e) { return e.textContent.trim(); }).join(" | "); }
+  function attr(sel, name) { var e = document.querySelector(sel);
+    return e ? e.getAttribute(name) : ""; }
+  out["reasons"] = texts("#invalid-table td.reason");
+  out["board-sources"] = texts("#leaderboard-table tbody td:nth-child(2)");
+  out["sortable-ready"] = String(document.querySelectorAll("table.sortable.ready").length);
+  out["result-href"] = attr("#invalid-table a.result-json", "href");
+  out["page-href"] = attr("#invalid-table td:first-child a", "href");
+  out["errors"] = window.__errors.join(" | ") || "none";
+  window.parent.postMessage(out, "*");
+});
+</script>"""
+
+# Headless Chromium keeps windows at least 500 px wide: the page runs in a 400 px iframe,
+# which is its viewport, and reports back by postMessage.
+HARNESS = """<!DOCTYPE html><html><body style="margin:0">
+<iframe src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
+<script>
+window.addEventListener("message", function (e) {{
+  var div = document.createElement("div");
+  Object.keys(e.data).forEach(function (k) {{ div.setAttribute("data-" + k, e.data[k]); }});
+  div.setAttribute("data-probed", "yes");
+  document.body.appendChild(div);
+}});
+</script></body></html>"""
+
+
+def browse(page: Path, profile: Path, width: int = 400) -> str:
+    """The probe's findings for `page` in a `width` px viewport of headless Chromium."""
+    probed = page.with_name(f".probed-{page.name}")  # same folder: relative links still work
+    probed.write_text(page.read_text().replace("<head>", "<head>\n" + PROBE, 1))
+    harness = page.with_name(f".harness-{page.name}")
+    harness.write_text(HARNESS.format(src=probed.name, width=width))
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--hide-scrollbars", "--window-size=800,1000",
+           f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom",
+           harness.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    probed.unlink()
+    harness.unlink()
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert 'data-probed="yes"' in proc.stdout, proc.stdout[-1000:]
+    return proc.stdout
+
+
+def probe(dom: str, name: str) -> str:
+    found = re.search(rf'data-{name}="([^"]*)"', dom)
+    assert found, name
+    return unescape(found.group(1))
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
+                    "(Debian: apt-get install -y chromium)")
+def test_pages_in_headless_chromium_at_400px(pages, tmp_path):
+    dom = browse(pages.report, tmp_path / "chromium-profile")
+    assert probe(dom, "errors") == "none"
+    assert int(probe(dom, "scroll-width")) <= int(probe(dom, "client-width")) <= 400
+    assert TOO_BIG in probe(dom, "reasons") and "summary of s2" in probe(dom, "reasons")
+    assert float(probe(dom, "min-text-px")) >= 7  # plot text still legible at 400 px
+    assert probe(dom, "sortable-ready") == "4"  # the inline script ran on every table
+    assert probe(dom, "board-sources") == f"alpha | beta | {EVIL}"  # as text, not markup
+    # a link of the invalid section resolves, and the task page it leads to renders too
+    result = probe(dom, "result-href")
+    assert result.startswith("evals/") and (pages.root / result).is_file()
+    page = probe(dom, "page-href")
+    assert page == "report/min_task.html"
+    task = browse(pages.root / page, tmp_path / "chromium-profile")
+    assert probe(task, "errors") == "none"
+    assert int(probe(task, "scroll-width")) <= int(probe(task, "client-width")) <= 400
+    assert TOO_BIG in probe(task, "reasons")
+    assert float(probe(task, "min-text-px")) >= 7
+    assert (pages.root / "report" / probe(task, "result-href")).resolve().is_file()
