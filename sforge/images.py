@@ -1,4 +1,4 @@
-"""Image names and content-hash tags (spec: Images and Bases).
+"""Image names and content-hash tags (the README, "Images and tags").
 
 <name>.base.<base>:<h>  over bases/<base>/
 <name>.work.<id>:<h>    over environment/ and the base tag

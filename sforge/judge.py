@@ -1,6 +1,6 @@
 """Run one judge container on one submission archive and turn what it leaves into an EvalResult.
 
-The judge run of the spec ("Judge Contract"): a fresh container from the judge image, the
+The judge run (the README, "Grading"): a fresh container from the judge image, the
 filtered submission extracted into cwd, `[judge] cmd` run there under the task's CPU, memory and
 network limits and wall clock, then /opt/sforge/result.json read back. Only the grader's verdict
 (or sforge's verdict about the submission: timeout, OOM, no or bad result.json, refused archive)

@@ -16,7 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import rescale as rescale_mod
+from . import rescaling as rescale_mod
 from .errors import DefinitionError
 from .hashing import HashCache
 from .model import (

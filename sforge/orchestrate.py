@@ -227,7 +227,7 @@ def ensure_judge(pipe: Pipeline, task_id: str, ex: Execution) -> None:
 
 
 def result_view(pipe: Pipeline, result, source: str) -> dict[str, Any]:
-    from .rescale import rescale
+    from .rescaling import rescale
 
     task = pipe.bench.tasks[result.task]
     data = result.to_dict()

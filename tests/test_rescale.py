@@ -1,7 +1,7 @@
 """The twelve rescale kinds of docs/rescale.md, exact to 1e-9.
 
 Every expected value is written out by hand from the documented formula, never taken from
-sforge.rescale, so a wrong formula in the implementation cannot also be the expectation.
+sforge.rescaling, so a wrong formula in the implementation cannot also be the expectation.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from sforge import rescale
 from sforge.loader import load_benchmark
-from sforge.rescale import KINDS, RescaleError, validate
+from sforge.rescaling import KINDS, RescaleError, validate
 
 TOL = 1e-9
 
@@ -29,15 +29,24 @@ def check(table: dict, cases: list[tuple[float, float]]) -> None:
 
 
 # --------------------------------------------------------------------------- the public name
-def test_importable_from_package_and_callable():
+def test_rescale_is_a_documented_function():
+    """`from sforge import rescale` is a plain function: help() shows its signature and
+    every kind with its parameters and formula."""
+    import inspect
+    import pydoc
+
     from sforge import rescale as fn  # the brief's import
 
-    assert callable(fn)
+    assert inspect.isfunction(fn)
+    assert str(inspect.signature(fn)) == \
+        "(table: 'Mapping[str, object] | None', raw: 'float | None') -> 'float | None'"
     assert fn({"kind": "linear", "lower": 0, "upper": 10}, 5) == 50.0
-    # ...and the module stays the module for `from . import rescale` (sforge.loader)
-    import sforge.rescale as mod
+    text = pydoc.render_doc(fn, renderer=pydoc.plaintext)
+    for name, kind in KINDS.items():
+        assert f"{name}({', '.join(kind.params)})" in text, name
+    import sforge.rescaling as mod  # the formulas' module keeps its own name
 
-    assert mod.validate is validate and mod.KINDS is KINDS
+    assert mod.rescale is fn and mod.validate is validate
 
 
 def test_all_twelve_kinds_are_known():
@@ -316,7 +325,7 @@ def test_every_kind_documented_in_the_repository():
     and help() of the function shows the same kinds: the repository documents itself."""
     import pydoc
 
-    from sforge.rescale import rescale as fn
+    from sforge import rescale as fn
 
     doc = (REPO / "docs" / "rescale.md").read_text()
     assert "docs/rescale.md" in (REPO / "README.md").read_text()
@@ -337,5 +346,5 @@ def test_docs_do_not_point_outside_the_repository():
     bad = [f"{f.relative_to(REPO)}: {line.strip()}" for f in files
            for line in f.read_text().splitlines()
            if any(word in line for word in ("shared/", "spec/rescale", "ARCHITECTURE.md",
-                                            "sforge's spec"))]
+                                            "sforge's spec", "of the spec", "(spec:"))]
     assert bad == []

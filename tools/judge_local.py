@@ -19,7 +19,7 @@ from sforge.errors import SforgeError
 from sforge.hashing import HashCache, file_sha256
 from sforge.images import task_refs
 from sforge.loader import load_benchmark
-from sforge.rescale import rescale
+from sforge.rescaling import rescale
 from sforge.results import eval_key
 
 

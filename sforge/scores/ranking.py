@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..errors import SforgeError
 from ..model import Benchmark
-from ..rescale import KINDS, validate
+from ..rescaling import KINDS, validate
 from ..submissions import Submission
 from .cache import _RESULT_FIELDS, _cache_path, read_results
 from .tables import (
@@ -31,7 +31,7 @@ from .tables import (
 log = logging.getLogger(__name__)
 
 def _rescaler(table: Mapping[str, Any] | None) -> Callable[[float], float] | None:
-    """The task's formula with its table validated once (sforge.rescale.rescale validates on
+    """The task's formula with its table validated once (sforge.rescale validates on
     every call: 12 µs each, over a second for 100k rows). Same formula, same numbers."""
     if table is None:
         return None
