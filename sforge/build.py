@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO
 
 from .blobs import ensure_blob
+from .console import warn
 from .engine import BuildFailed, ContainerEngine, RegistryError
 from .errors import InfrastructureError, SforgeError
 from .fileio import atomic_write_json, read_json
@@ -113,6 +114,9 @@ def _record(ref: ImageRef, log: Path, **fields) -> dict:
             "log": str(log) if log.exists() else None, **fields}
 
 
+_UNREACHABLE: set[str] = set()  # optional registries that did not answer in this process
+
+
 def registry_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageRef]
                       ) -> set[str]:
     """Tags of `refs` that the registry holds (manifest checks, no pull).
@@ -120,15 +124,16 @@ def registry_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageR
     A registry named by --registry/SFORGE_REGISTRY must answer; one that only comes from
     benchmark.toml (often unreachable from a workstation) is skipped with a warning.
     """
-    if not pipe.registry or not refs:
+    if not pipe.registry or not refs or pipe.registry in _UNREACHABLE:
         return set()
     try:
         return {r.tag for r in refs if engine.registry_has(pipe.remote(r))}
     except RegistryError as exc:
         if pipe.registry_explicit:
             raise
-        print(f"sforge: warning: {exc}; building without the registry {pipe.registry} "
-              "(set SFORGE_REGISTRY or --registry to require it)", file=sys.stderr)
+        _UNREACHABLE.add(pipe.registry)  # asked once per process, said once
+        warn(f"{exc}; building without the registry {pipe.registry} (set SFORGE_REGISTRY "
+             "or --registry to require it)", key=f"registry-unreachable:{pipe.registry}")
         return set()
 
 

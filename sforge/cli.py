@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,11 @@ def _execution(args):
 
 
 def _report_broken(pipe) -> int:
+    """Print the benchmark's warnings and broken tasks; the number of broken tasks."""
+    from .console import warn
+
+    for message in pipe.bench.warnings:
+        warn(message)
     for err in pipe.bench.errors:
         print(f"error: {err}", file=sys.stderr)
     return len(pipe.bench.errors)
@@ -55,17 +61,30 @@ def cmd_list(args) -> int:
 
     pipe = _pipeline(_config(args))
     rows = task_rows(pipe, args.task)
-    if args.json:
-        print(json.dumps({"benchmark": pipe.bench.name, "tasks": rows,
+    bench = pipe.bench
+    if args.json:  # TOML dates in metadata become ISO strings
+        print(json.dumps({"benchmark": bench.name, "tasks": rows,
                           "bases": {n: r.tag for n, r in pipe.bases.items()},
-                          "errors": [str(e) for e in pipe.bench.errors]}, indent=2))
-    else:
-        from tabulate import tabulate
+                          "exclude_status": list(bench.exclude_status),
+                          "warnings": bench.warnings,
+                          "errors": [str(e) for e in bench.errors]}, indent=2, default=str))
+        return 1 if bench.errors else 0
+    from tabulate import tabulate
 
-        print(f"benchmark {pipe.bench.name} ({pipe.bench.root}): {len(rows)} task(s)")
-        for name, ref in pipe.bases.items():
-            print(f"  base {name}: {ref.tag}")
-        print(tabulate(rows, headers="keys", tablefmt="simple") if rows else "(no tasks)")
+    ranked = sum(r["ranked"] for r in rows)
+    print(f"benchmark {bench.name} ({bench.root}): {len(rows)} task(s), {ranked} ranked")
+    if bench.exclude_status:
+        print(f"  the leaderboard leaves out tasks with status {', '.join(bench.exclude_status)}"
+              " ([leaderboard] exclude_status in benchmark.toml)")
+    for name, ref in pipe.bases.items():
+        print(f"  base {name}: {ref.tag}")
+    table = [{"id": r["id"], "name": r["name"], "base": r["base"],
+              "metadata": ", ".join(f"{k}={v}" for k, v in sorted(r["metadata"].items())
+                                    if isinstance(v, str | int | float)),
+              "ranked": "yes" if r["ranked"] else
+              f"no (status {pipe.bench.tasks[r['id']].metadata.get('status')})",
+              "work": r["work"], "judge": r["judge"], "images": r["state"]} for r in rows]
+    print(tabulate(table, headers="keys", tablefmt="simple") if table else "(no tasks)")
     return 1 if _report_broken(pipe) else 0
 
 
@@ -77,10 +96,14 @@ def cmd_plan(args) -> int:
     refs = pipe.images(args.task)
     present = present_tags(refs, quiet=True)
     todo = plan_images(pipe, refs, present, args.force)
-    for ref, reason in todo:
-        print(f"build {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
-    print(f"{len(todo)} of {len(refs)} image(s) to make"
-          + ("" if present is not None else " (daemon unreachable: image presence unknown)"))
+    for ref, action, reason in todo:
+        print(f"{action:6} {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
+    build = sum(1 for _, action, _ in todo if action == "build")
+    record = len(todo) - build
+    print(f"{len(refs)} image(s): {build} to build, {record} present under their tag (only "
+          f"recorded, no build), {len(refs) - len(todo)} up to date"
+          + ("" if present is not None else
+             "; Docker daemon unreachable, so image presence is unknown"))
     return 1 if _report_broken(pipe) else 0
 
 
@@ -188,8 +211,12 @@ def cmd_report(args) -> int:
 
 def cmd_check(args) -> int:
     from .check import check_benchmark, format_findings
+    from .console import warn
+    from .loader import tasks_dir_warnings
 
     config = _config(args)
+    for message in tasks_dir_warnings(Path(config["benchmark"])):
+        warn(message)
     findings = check_benchmark(Path(config["benchmark"]))
     if args.repeat:
         findings += _repeat_findings(args, config)
@@ -258,6 +285,42 @@ def cmd_import(args) -> int:
               f"not fit; changes per task in tasks/<id>/NOTES.md. Next: sforge -b {into} report")
     bad = [r for r in reports if not r.fits or r.reference_problem]
     return 1 if bad else 0
+# clean --------------------------------------------------------------------------------
+def cmd_clean(args) -> int:
+    from .clean import find_garbage, remove
+    from .targets import engine
+
+    pipe = _pipeline(_config(args))
+    broken = _report_broken(pipe)
+    items, no_images = find_garbage(pipe, engine())
+    if no_images:
+        print(f"sforge: images not checked: {no_images}", file=sys.stderr)
+    for item in items:
+        print(f"{item.kind:10} {item.what}  ({item.why}; {_size(item.size)})")
+    total = _size(sum(i.size for i in items))
+    if broken:
+        print(f"sforge: {broken} task(s) failed to load: their images and results are kept",
+              file=sys.stderr)
+    if not items:
+        print("sforge clean: nothing unreferenced")
+        return 0
+    if not args.yes:
+        print(f"sforge clean: {len(items)} unreferenced item(s), {total}; "
+              "`sforge clean --yes` removes them")
+        return 0
+    failed = remove(items, engine())
+    for item, error in failed:
+        print(f"sforge: cannot remove {item.what}: {error}", file=sys.stderr)
+    print(f"sforge clean: removed {len(items) - len(failed)} of {len(items)} item(s), {total}")
+    return 1 if failed else 0
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
 
 
 # serve --------------------------------------------------------------------------------
@@ -280,10 +343,33 @@ def _regrade_opt(p) -> None:
     p.add_argument("--regrade", action="extend", nargs="+", metavar="ID",
                    help="grade these tasks' submissions again although results are stored "
                         "(old results kept in evals/<task>/history/; tables use the newest)")
+GLOBAL_DEFAULTS: dict[str, Any] = {"benchmark": None, "results": None, "registry": None,
+                                   "config": None, "verbose": 0}
+
+
+def _global_options() -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name (`sforge list -b DIR` as well
+    as `sforge -b DIR list`). SUPPRESS keeps a subcommand from resetting what was given
+    before it; main() fills in the defaults."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("global options (before or after the command)")
+    g.add_argument("-b", "--benchmark", metavar="DIR", default=argparse.SUPPRESS,
+                   help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
+    g.add_argument("--results", metavar="DIR", default=argparse.SUPPRESS,
+                   help="results root (default: results/)")
+    g.add_argument("--registry", metavar="HOST[/PATH]", default=argparse.SUPPRESS,
+                   help="registry for push/pull and as a build cache (default: "
+                        "$SFORGE_REGISTRY, else benchmark.toml's registry)")
+    g.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                   help="config file (default: config.yaml of the sforge repository)")
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="-v: one line per finished judge or image; -vv: also Snakemake's "
+                        "own job log (default: one live progress line)")
+    return common
 
 
 def _add(sub, name: str, func: Callable, help_: str, desc: str | None = None):
-    p = sub.add_parser(name, help=help_, description=desc or help_,
+    p = sub.add_parser(name, help=help_, description=desc or help_, parents=[COMMON],
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(func=func)
     return p
@@ -302,18 +388,8 @@ def _jobs_opt(p) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="sforge", description=__doc__.splitlines()[0], epilog=EPILOG,
+        prog="sforge", description=__doc__.splitlines()[0], epilog=EPILOG, parents=[COMMON],
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-b", "--benchmark", metavar="DIR",
-                        help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
-    parser.add_argument("--results", metavar="DIR", help="results root (default: results/)")
-    parser.add_argument("--registry", metavar="HOST[/PATH]",
-                        help="registry for push/pull and as a build cache (default: "
-                             "$SFORGE_REGISTRY, else benchmark.toml's registry)")
-    parser.add_argument("--config", metavar="FILE",
-                        help="config file (default: config.yaml of the sforge repository)")
-    parser.add_argument("-v", "--verbose", action="store_true",
-                        help="show every Snakemake job (default: progress only)")
     parser.add_argument("--version", action="version", version=f"sforge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -433,6 +509,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .runs.cli import add_parsers
 
     add_parsers(sub, _add, _jobs_opt)
+
+    p = _add(sub, "clean", cmd_clean, "list (and with --yes remove) what nothing refers to",
+             "List what no current task file, submission or judge setting refers to any\n"
+             "more: images under old content tags, their sentinels and build logs, eval\n"
+             "results under keys nothing asks for, stored archives of tasks that are gone,\n"
+             "and temporary files of interrupted writes (older than an hour). Nothing still\n"
+             "referenced is ever listed; tasks that fail to load are left alone.")
+    p.add_argument("--yes", action="store_true", help="remove what is listed")
     return parser
 
 
@@ -443,13 +527,28 @@ def error_kind(exc: SforgeError) -> str:
     return "infrastructure" if isinstance(exc, InfrastructureError) else "input"
 
 
+COMMON = _global_options()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    for name, default in GLOBAL_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
     try:
         from .orchestrate import sweep
 
         sweep()
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # `sforge report | head -1`: the reader has what it wanted. Python would report the
+        # pipe again when it flushes stdout at exit, so point stdout at /dev/null first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141  # as a process killed by SIGPIPE
     except SforgeError as exc:
         print(f"sforge: error: {exc}", file=sys.stderr)
         if getattr(args, "json", False):  # the one JSON object a --json caller parses

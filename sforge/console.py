@@ -47,9 +47,10 @@ class Verdict:
 class JobProgress(logging.Handler):
     """A logging handler for Snakemake's logger: counts jobs, judges, invalid results and
     failures, draws them as one rich progress line (done/total, rate, ETA), and with
-    `verbose` prints one line per finished judge as `describe(wildcards)` tells it."""
+    `verbose` prints one line per finished job as `describe(rule, wildcards)` tells it (None:
+    nothing to say)."""
 
-    def __init__(self, title: str, describe: Callable[[dict[str, str]], Verdict | None],
+    def __init__(self, title: str, describe: Callable[[str, dict[str, str]], Verdict | None],
                  *, verbose: bool = False, stream: Any = None):
         super().__init__(level=logging.DEBUG)
         self.title = title
@@ -126,20 +127,21 @@ class JobProgress(logging.Handler):
                                        dict(getattr(record, "wildcards", None) or {}))
         elif event == JOB_FINISHED:
             rule, wildcards = self.jobs.pop(record.job_id, ("", {}))  # type: ignore[attr-defined]
-            if rule == "evaluate":
-                self.judged += 1
-                verdict = self.describe(wildcards)
-                if verdict is not None:
-                    self.invalid += verdict.invalid
-                    if self.verbose:
-                        self.print(verdict.line)
+            self.judged += rule == "evaluate"
+            verdict = self.describe(rule, wildcards)
+            if verdict is not None:
+                self.invalid += verdict.invalid
+                if self.verbose:
+                    self.print(verdict.line)
         elif event == JOB_ERROR:
             self.failed += 1
             rule = getattr(record, "rule_name", "?")
             wildcards = dict(self.jobs.pop(getattr(record, "jobid", -1), (rule, {}))[1])
-            what = " ".join(f"{k}={v}" for k, v in wildcards.items())
-            self.failures.append(f"{rule} {what}".strip())
-            self.print(f"FAILED {rule} {what}".rstrip())
+            verdict = self.describe(rule, {**wildcards, "failed": "yes"})
+            line = verdict.line if verdict is not None else \
+                f"FAILED {rule} " + " ".join(f"{k}={v}" for k, v in wildcards.items())
+            self.failures.append(line)
+            self.print(line)
         elif event == PROGRESS:
             self.done, self.total = int(record.done), int(record.total)  # type: ignore[attr-defined]
         else:
@@ -148,8 +150,10 @@ class JobProgress(logging.Handler):
 
 
 class HideChatter(logging.Filter):
-    """On Snakemake's own stream handler while JobProgress draws: errors stay."""
+    """On Snakemake's own handlers while JobProgress draws: its informational lines
+    ("Building DAG of jobs...", "Finished jobid: 4 (Rule: evaluate)", "3 of 9 steps done")
+    go; warnings and errors stay."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return str(getattr(record, "event", "") or "") not in CHATTER or \
-            record.levelno >= logging.WARNING
+        return record.levelno >= logging.WARNING and \
+            str(getattr(record, "event", "") or "") not in CHATTER

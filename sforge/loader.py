@@ -193,6 +193,7 @@ def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmar
     tasks_dir = root / "tasks"
     if not tasks_dir.is_dir():
         raise DefinitionError(tasks_dir, None, "missing: a benchmark keeps its tasks in tasks/")
+    bench.warnings += tasks_dir_warnings(root)
     for task_dir in sorted(tasks_dir.iterdir()):
         if not task_dir.is_dir() or task_dir.name.startswith("."):
             continue
@@ -203,6 +204,16 @@ def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmar
         else:
             bench.tasks[task.id] = task
     return bench
+
+
+def tasks_dir_warnings(root: Path) -> list[str]:
+    """A benchmark whose tasks/ holds no task directory is almost always a wrong -b path or
+    a checkout without its tasks: say so instead of listing, planning and checking nothing."""
+    tasks_dir = Path(root) / "tasks"
+    if tasks_dir.is_dir() and not any(d.is_dir() and not d.name.startswith(".")
+                                      for d in tasks_dir.iterdir()):
+        return [f"{tasks_dir}: no task directories (is -b/--benchmark the right directory?)"]
+    return []
 
 
 def _benchmark_toml(root: Path) -> dict[str, Any]:

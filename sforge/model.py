@@ -102,6 +102,7 @@ class Benchmark:
     tasks: dict[str, Task] = field(default_factory=dict)
     # One broken task never hides the others: its error is kept here instead.
     errors: list[Exception] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. an empty tasks/
     # Tasks whose `status` metadata is one of these are built and graded but left out of the
     # leaderboard ([leaderboard] exclude_status in benchmark.toml; sforge gives `status` no
     # meaning of its own).

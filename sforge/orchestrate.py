@@ -30,16 +30,60 @@ class Execution:
     """How to run Snakemake when something must be made."""
     jobs: int = 1
     profile: str | None = None
-    verbose: bool = False
+    verbose: int = 0  # 1: a line per finished judge or image; 2: Snakemake's job log too
 
 
 def run_workflow(config: dict[str, Any], targets: list, ex: Execution, *,
-                 quiet: bool = False) -> bool:
+                 quiet: bool = False, progress: Any = None) -> bool:
     from .workflow import Run, run
 
     config = dict(config, verify_images=False)  # the caller has checked them already
     return run(Run(targets=[str(t) for t in targets], config=config, cores=ex.jobs or 1,
-                   profile=ex.profile, quiet=quiet, verbose=ex.verbose))
+                   profile=ex.profile, quiet=quiet, verbose=ex.verbose, progress=progress))
+
+
+def job_verdict(pipe: Pipeline, sources: dict[str, list[str]], rule: str,
+                wildcards: dict[str, str]):  # -> console.Verdict | None
+    """What a finished job did, in one line: a judge's task, source(s) and score or INVALID
+    with its reason; an image's kind, name and tag."""
+    from .console import Verdict
+    from .results import EvalResult
+
+    failed = wildcards.get("failed") == "yes"
+    if rule == "evaluate":
+        task, key = wildcards.get("task", "?"), wildcards.get("key", "?")
+        who = ",".join(sources.get(key, [])) or "?"
+        if failed:
+            return Verdict(f"{task}  {who}  FAILED: no result written (see the error above; "
+                           "it is graded again on the next run)", False)
+        try:
+            result = EvalResult.read(pipe.layout.eval_result(task, key))
+        except (OSError, ValueError, TypeError) as exc:
+            return Verdict(f"{task}  {who}  result unreadable: {exc}", True)
+        if result.valid:
+            return Verdict(f"{task}  {who}  score {result.score:.6g}  {result.summary}".rstrip(),
+                           False)
+        why = result.reason or result.summary or "the grader said invalid"
+        return Verdict(f"{task}  {who}  INVALID: {why}", True)
+    if rule in ("base_image", "task_image"):
+        kind = wildcards.get("kind", "base")
+        name = wildcards.get("task") or wildcards.get("name", "?")
+        state = "FAILED (see its build log)" if failed else "ready"
+        return Verdict(f"image {kind} {name} ({wildcards.get('digest', '?')}) {state}", False)
+    return None
+
+
+def grading_progress(pipe: Pipeline, title: str, ex: Execution):  # -> console.JobProgress
+    """The live display for a run that grades: done/total, rate, ETA, invalid, failed."""
+    from .console import JobProgress
+
+    sources: dict[str, list[str]] = {}
+    for sub, _ in pipe.records():
+        key = pipe.eval_target(sub.task, sub.sha256, sub.path).key
+        if sub.source not in sources.setdefault(key, []):
+            sources[key].append(sub.source)
+    return JobProgress(title, lambda rule, wc: job_verdict(pipe, sources, rule, wc),
+                       verbose=ex.verbose >= 1)
 
 
 # list / plan --------------------------------------------------------------------------
@@ -58,44 +102,69 @@ def present_tags(refs: list[ImageRef], quiet: bool = False) -> set[str] | None:
         return None
 
 
+def image_state(pipe: Pipeline, ref: ImageRef, present: set[str] | None) -> str:
+    """What `sforge build` would do about one image: built (nothing), record (present under
+    its tag: the sentinel is written, nothing is built), build, or unknown (no daemon)."""
+    if present is None:
+        return "unknown"
+    recorded = pipe.sentinel(ref).exists()
+    if ref.tag in present:
+        return "built" if recorded else "record"
+    return "build"
+
+
+def task_state(states: dict[str, str]) -> str:
+    """One task's images in words: what a build would do."""
+    if any(s == "unknown" for s in states.values()):
+        return "unknown (Docker daemon unreachable)"
+    if all(s == "built" for s in states.values()):
+        return "built"
+    words = []
+    for action, say_ in (("build", "to build"), ("record", "present, to record")):
+        kinds = [k for k, s in states.items() if s == action]
+        if kinds:
+            words.append(f"{say_}: {', '.join(kinds)}")
+    return "; ".join(words)
+
+
 def task_rows(pipe: Pipeline, ids: list[str] | None) -> list[dict[str, Any]]:
-    """One row per selected task: id, name, base, metadata, tags and built or not."""
+    """One row per selected task: id, name, base, metadata, tags, what a build would do and
+    whether the leaderboard ranks it."""
     present = present_tags(pipe.images(ids), quiet=True)
     rows = []
     for task in pipe.tasks(ids):
         refs = pipe.refs[task.id]
         base = pipe.bases.get(task.environment.base) if task.environment.base else None
-        built = [r for r in (base, refs["work"], refs["judge"]) if r]
-        state = "unknown" if present is None else (
-            "built" if all(pipe.sentinel(r).exists() and r.tag in present for r in built)
-            else "not built")
-        meta = ", ".join(f"{k}={v}" for k, v in sorted(task.metadata.items())
-                         if isinstance(v, str | int | float))
+        images = {k: r for k, r in (("base", base), ("work", refs["work"]),
+                                    ("judge", refs["judge"])) if r}
+        states = {k: image_state(pipe, r, present) for k, r in images.items()}
         rows.append({"id": task.id, "name": task.name, "base": task.environment.base or "-",
-                     "metadata": meta, "work": refs["work"].tag, "judge": refs["judge"].tag,
-                     "state": state})
+                     "metadata": dict(task.metadata), "work": refs["work"].tag,
+                     "judge": refs["judge"].tag, "state": task_state(states),
+                     "images": states, "ranked": not pipe.bench.excluded(task)})
     return rows
 
 
 def plan_images(pipe: Pipeline, refs: list[ImageRef], present: set[str] | None,
-                force: bool) -> list[tuple[ImageRef, str]]:
-    """(ref, reason) for every image that a build would make."""
+                force: bool) -> list[tuple[ImageRef, str, str]]:
+    """(ref, action, reason) for every image a build would touch; action is "build" or
+    "record" (the image is present under its tag: only its sentinel is written)."""
     out = []
     for ref in refs:
         sentinel = pipe.sentinel(ref)
         if force:
-            out.append((ref, "forced"))
+            out.append((ref, "build", "forced"))
         elif not sentinel.exists():
             older = sorted(p.stem for p in sentinel.parent.glob("*.json")) \
                 if sentinel.parent.is_dir() else []
             if present is not None and ref.tag in present:
-                out.append((ref, "image present, sentinel to record (no build)"))
+                out.append((ref, "record", "present under its tag, no build"))
             elif older:
-                out.append((ref, f"new hash (was {', '.join(older[-3:])})"))
+                out.append((ref, "build", f"new hash (was {', '.join(older[-3:])})"))
             else:
-                out.append((ref, "never built"))
+                out.append((ref, "build", "never built"))
         elif present is not None and ref.tag not in present:
-            out.append((ref, "image missing from the daemon"))
+            out.append((ref, "build", "recorded, but the image is gone from the daemon"))
     return out
 
 
@@ -327,7 +396,8 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
     if missing:
         say(f"{len(missing)} of {len(paths)} result(s) to grade")
         prepare_images(pipe, ids)
-        run_workflow(pipe.config, missing, ex)
+        with grading_progress(pipe, "grade", ex) as progress:
+            run_workflow(pipe.config, missing, ex, progress=progress)
     still = [p for p in missing if not p.exists()]
     return GradeOutcome(len(records), len(paths), len(missing), len(still))
 
@@ -342,7 +412,11 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
     paths = sorted({p for _, p in pipe.records()})
     set_aside_unreadable(pipe, paths)
     pending = [p for p in paths if not p.exists()]
-    return run_workflow(pipe.config, [*pending, pipe.layout.report], ex)
+    if pending:
+        say(f"{len(pending)} result(s) to grade first")
+    with grading_progress(pipe, "report", ex) as progress:
+        return run_workflow(pipe.config, [*pending, pipe.layout.report], ex,
+                            progress=progress)
 
 
 # check --repeat ------------------------------------------------------------------------

@@ -36,8 +36,11 @@ class Run:
     keep_going: bool = True
     profile: str | None = None
     quiet: bool = False
-    verbose: bool = False
+    verbose: int = 0  # 2 and more: Snakemake's own job log
     extra_args: list[str] = field(default_factory=list)
+    # A logging.Handler for Snakemake's job events (sforge.console.JobProgress): it draws
+    # the progress, and Snakemake's own progress chatter is hidden while it does.
+    progress: Any = None
 
 
 def _memory_mb() -> int:
@@ -68,12 +71,14 @@ def _run_api(job: Run) -> bool:
         StorageSettings,
     )
 
-    # Default: progress only ("N of M steps done"); quiet: nothing; verbose: every job.
-    quiet = {Quietness.HOST} if job.verbose else {Quietness.RULES, Quietness.HOST}
+    # Default: progress only; quiet: nothing; -vv: Snakemake's log of every job.
+    quiet = {Quietness.HOST} if job.verbose >= 2 else {Quietness.RULES, Quietness.HOST}
     if job.quiet:
         quiet |= {Quietness.PROGRESS}
     try:
         with SnakemakeApi(OutputSettings(quiet=quiet, dryrun=job.dryrun)) as api:
+            if job.progress is not None and not job.quiet:
+                _attach(job.progress, hide_chatter=job.verbose < 2)
             wf = api.workflow(
                 resource_settings=ResourceSettings(
                     cores=job.cores, resources={"mem_mb": _memory_mb(), "docker_builds": 2}),
@@ -102,6 +107,19 @@ def _run_api(job: Run) -> bool:
             return False
         raise
     return True
+
+
+def _attach(handler: Any, hide_chatter: bool) -> None:
+    """Give Snakemake's job events to `handler` for this run (Snakemake's logger manager
+    removes every handler when the run ends)."""
+    from snakemake.logging import logger
+
+    from .console import HideChatter
+
+    if hide_chatter:
+        for h in logger.handlers:
+            h.addFilter(HideChatter())
+    logger.addHandler(handler)
 
 
 def _run_cli(job: Run) -> bool:
