@@ -26,6 +26,8 @@ Plain Snakemake from the repository root makes the same targets: snakemake all|i
 def _config(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
     from .config import user_config
 
+    if args.config and not Path(args.config).is_file():
+        raise SforgeError(f"{args.config}: config file not found (--config)")
     return user_config(Path(args.config) if args.config else None,
                        {"benchmark": args.benchmark, "results": args.results,
                         "registry": args.registry, **extra})

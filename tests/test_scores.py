@@ -542,3 +542,43 @@ def test_json_that_only_python_reads_still_aggregates(bench, world, tmp_path, ra
         got = scores.read_scores(out)["score"].iloc[0]
         want = float(raw.replace("Infinity", "inf"))
         assert (math.isnan(got) and math.isnan(want)) or got == want
+
+
+def test_no_agent_is_an_empty_cell_not_nan(bench, world):
+    """A source without agent or model shows blanks in leaderboard.md and on the terminal."""
+    world.add("A", "max_task", 100.0, agent="agent-a", model="m")
+    world.add("B", "max_task", 50.0)  # no sidecar: no agent, no model
+    t = world.run(bench)
+    md = (t.out / "leaderboard.md").read_text()
+    text = scores.leaderboard_text(t.out / "leaderboard.csv")
+    for out in (md, text):
+        assert "nan" not in out.lower(), out
+        row = next(line for line in out.splitlines() if "| B " in line)
+        assert [c.strip() for c in row.strip("|").split("|")][2:4] == ["", ""], row
+
+
+def test_statuses_named_by_benchmark_toml_are_left_out(tmp_path, world):
+    """benchmark.toml's [leaderboard] exclude_status leaves those tasks out of every mean and
+    count; sforge itself gives `status` no meaning (no table: every task counts)."""
+    import shutil
+
+    root = tmp_path / "bench"
+    shutil.copytree(FIXTURE, root)
+    toml = root / "tasks" / "min_task" / "task.toml"
+    toml.write_text(toml.read_text().replace('id = "min_task"',
+                                             'id = "min_task"\nstatus = "broken"'))
+    world.add("A", "max_task", 100.0)  # 50
+    world.add("A", "min_task", 20.0)  # 100, but min_task is broken
+    plain = world.run(load_benchmark(root))
+    assert plain.board["tasks"].tolist() == [5] and close(plain.board["score"][0], 150 / 5)
+    (root / "benchmark.toml").write_text('name = "scoresbench"\n\n[leaderboard]\n'
+                                         'exclude_status = ["broken", "draft"]\n')
+    bench = load_benchmark(root)
+    assert bench.exclude_status == ("broken", "draft") and list(bench.ranked_tasks) == [
+        "empty_task", "max_task", "norescale_task", "piece_task"]
+    t = world.run(bench)
+    a = board_row(t, "A")
+    assert (a["tasks"], a["tasks_valid"]) == (4, 1) and close(a["score"], 50 / 4)
+    assert close(a["alpha"], 50.0)  # the category mean leaves min_task out too
+    assert "Not ranked" in (t.out / "leaderboard.md").read_text()
+    assert "min_task" in set(t.best["task"])  # still graded and in best.csv

@@ -33,9 +33,11 @@ DEFAULT_BUDGETS_H: tuple[float, ...] = (2, 4, 6, 8, 10, 12)
 
 def category_columns(bench: Benchmark) -> dict[str, str]:
     """Category → its leaderboard column. Plain category names, unless one collides with a
-    fixed column (a category called "score"), which becomes "category:score"."""
-    cats = sorted({t.category for t in bench.tasks.values() if t.category is not None})
-    if cats and any(t.category is None for t in bench.tasks.values()):
+    fixed column (a category called "score"), which becomes "category:score". Only ranked
+    tasks count (benchmark.toml's exclude_status leaves the others out)."""
+    tasks = bench.ranked_tasks.values()
+    cats = sorted({t.category for t in tasks if t.category is not None})
+    if cats and any(t.category is None for t in tasks):
         cats.append("uncategorized")
     fixed = set(LEADERBOARD_HEAD) | set(LEADERBOARD_TAIL)
     return {c: (f"category:{c}" if c in fixed else c) for c in cats}
@@ -44,30 +46,32 @@ def category_columns(bench: Benchmark) -> dict[str, str]:
 def _task_categories(bench: Benchmark) -> pd.Series:
     if not category_columns(bench):
         return pd.Series(dtype="str")
-    return pd.Series({t.id: t.category or "uncategorized" for t in bench.tasks.values()},
-                     dtype="str")
+    return pd.Series({t.id: t.category or "uncategorized"
+                      for t in bench.ranked_tasks.values()}, dtype="str")
 
 
 def _grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
-    """sources × every benchmark task → rescaled best, 0 where none (see module doc)."""
+    """sources × every ranked task → rescaled best, 0 where none (see module doc)."""
     grid = best.pivot_table(index="source", columns="task", values="rescaled", aggfunc="first",
                             dropna=False)
-    return grid.reindex(index=sources, columns=list(bench.tasks)).astype("float64").fillna(0.0)
+    return grid.reindex(index=sources, columns=list(bench.ranked_tasks)).astype(
+        "float64").fillna(0.0)
 
 
 def _means(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
     """Per source: overall mean, per-category means and tasks with a valid result."""
     grid = _grid(bench, best, sources)
     out = pd.DataFrame(index=sources)
-    out["score"] = grid.mean(axis=1) if len(bench.tasks) else np.nan
+    ranked = bench.ranked_tasks
+    out["score"] = grid.mean(axis=1) if len(ranked) else np.nan
     cats = _task_categories(bench)
     if len(cats):
         per_cat = grid.T.groupby(cats.reindex(grid.columns).to_numpy()).mean().T
         names = category_columns(bench)
         out[[names[c] for c in per_cat.columns]] = per_cat.to_numpy()
-    valid = best[best["task"].isin(list(bench.tasks))].groupby("source")["task"].nunique()
+    valid = best[best["task"].isin(list(ranked))].groupby("source")["task"].nunique()
     out["tasks_valid"] = valid.reindex(sources).fillna(0).astype("int64")
-    out["tasks"] = len(bench.tasks)
+    out["tasks"] = len(ranked)
     return out
 
 
@@ -125,8 +129,12 @@ def _hours_label(h: float) -> str:
 def _markdown(bench: Benchmark, board: pd.DataFrame, budgets: pd.DataFrame) -> str:
     lines = [f"# Leaderboard: {bench.name}", ""]
     lines.append(
-        f"Score: mean rescaled (0–100) best valid result over all {len(bench.tasks)} tasks; "
-        "a task without a valid result, or without a rescale table, counts 0.")
+        f"Score: mean rescaled (0–100) best valid result over the {len(bench.ranked_tasks)} "
+        "ranked tasks; a task without a valid result, or without a rescale table, counts 0.")
+    left_out = sorted(t.id for t in bench.tasks.values() if bench.excluded(t))
+    if left_out:
+        lines.append(f"Not ranked (status {', '.join(bench.exclude_status)} in benchmark.toml's "
+                     f"exclude_status): {', '.join(left_out)}.")
     lines += ["", _board_markdown(board) if len(board) else "No graded submissions yet.", ""]
     if len(budgets):
         wide = budgets.pivot(index="source", columns="budget_h", values="score")
@@ -138,9 +146,12 @@ def _markdown(bench: Benchmark, board: pd.DataFrame, budgets: pd.DataFrame) -> s
 
 
 def _board_markdown(board: pd.DataFrame) -> str:
+    """A missing value (no agent, no model, no score) is an empty cell, never "nan"."""
     shown = board.dropna(axis=1, how="all") if len(board) else board
     keep = [c for c in board.columns if c in shown.columns or c in ("score", "rank", "source")]
-    return board[keep].to_markdown(index=False, floatfmt=".2f")
+    frame = board[keep].astype(object)
+    return frame.where(frame.notna(), None).to_markdown(index=False, floatfmt=".2f",
+                                                        missingval="")
 
 
 def write_leaderboard(benchmark: Benchmark, best_csv: Path, scores_csv: Path, out_csv: Path,
