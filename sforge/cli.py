@@ -99,7 +99,7 @@ def cmd_plan(args) -> int:
     present = present_tags(refs, quiet=True)
     todo = plan_images(pipe, refs, present, args.force)
     for ref, action, reason in todo:
-        print(f"{action:6} {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
+        print(f"{action} {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
     build = sum(1 for _, action, _ in todo if action == "build")
     record = len(todo) - build
     print(f"{len(refs)} image(s): {build} to build, {record} present under their tag (only "

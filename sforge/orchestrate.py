@@ -164,7 +164,7 @@ def plan_images(pipe: Pipeline, refs: list[ImageRef], present: set[str] | None,
             else:
                 out.append((ref, "build", "never built"))
         elif present is not None and ref.tag not in present:
-            out.append((ref, "build", "recorded, but the image is gone from the daemon"))
+            out.append((ref, "build", "image missing from the daemon"))
     return out
 
 

@@ -89,7 +89,7 @@ def test_judge_only_edit_rebuilds_that_judge(minibench):
     run_sh.write_text(run_sh.read_text() + "# tweak\n")
     plan = minibench.run("plan", check=True)
     assert "judge beta" in plan.stdout and "new hash" in plan.stdout
-    assert "1 of 7" in plan.stdout
+    assert "7 image(s): 1 to build, 0 present under their tag" in plan.stdout
     proc = minibench.run("build", check=True)
     assert built(proc) == 1
     after = stamps(minibench)
