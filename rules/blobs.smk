@@ -6,7 +6,9 @@ BLOBS = {f"{t.id}/{b.path}": (t.id, b) for t in P.bench.tasks.values() for b in 
 rule blob:
     output:
         str(P.bench.root / "tasks" / "{blob}"),
+    log:
+        str(P.layout.blob_log("{blob}")),
     wildcard_constraints:
         blob="|".join(__import__("re").escape(k) for k in sorted(BLOBS)) or "(?!)",
     run:
-        T.fetch_blob_target(P, *BLOBS[wildcards.blob])
+        T.fetch_blob_target(P, *BLOBS[wildcards.blob], log=log[0])

@@ -24,3 +24,13 @@ DIGEST = "[0-9a-f]{12}"
 
 def ids_regex(ids):
     return "|".join(sorted(ids)) or "(?!)"
+
+
+# Input functions of rules/images.smk
+def base_input(wildcards):
+    """The base, and for a judge built FROM ${WORK_IMAGE} its work image."""
+    return [ancient(str(P.sentinel(r))) for r in P.refs[wildcards.task][wildcards.kind].deps]
+
+
+def blob_inputs(wildcards):
+    return [ancient(str(p)) for p in T.blob_paths(P, wildcards.task, wildcards.kind)]

@@ -9,6 +9,8 @@ rule evaluate:
         lambda w: ancient(str(P.sentinel(P.refs[w.task]["judge"]))),
     output:
         update(str(P.layout.root / "evals" / "{task}" / "{key}.json")),
+    log:
+        str(P.layout.eval_log("{task}", "{key}")),
     wildcard_constraints:
         key="[0-9a-f]{20}",
         task=ids_regex(P.bench.tasks),
@@ -19,7 +21,7 @@ rule evaluate:
     group:
         "judge"
     run:
-        T.grade_target(P, wildcards.key)
+        T.grade_target(P, wildcards.key, log=log[0])
 
 
 rule grade:

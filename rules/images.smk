@@ -2,24 +2,17 @@
 # only a missing sentinel (a new content hash, or an image gone) makes a build.
 
 
-def base_input(wildcards):
-    """The base, and for a judge built FROM ${WORK_IMAGE} its work image."""
-    return [ancient(str(P.sentinel(r))) for r in P.refs[wildcards.task][wildcards.kind].deps]
-
-
-def blob_inputs(wildcards):
-    return [ancient(str(p)) for p in T.blob_paths(P, wildcards.task, wildcards.kind)]
-
-
 rule base_image:
     output:
         str(P.layout.root / "images" / "base" / "{name}" / "{digest}.json"),
+    log:
+        str(P.layout.build_log("base", "{name}", "{digest}")),
     wildcard_constraints:
         digest=DIGEST,
     resources:
         docker_builds=1,
     run:
-        T.make_image_target(P, "base", wildcards.name, wildcards.digest)
+        T.make_image_target(P, "base", wildcards.name, wildcards.digest, log=log[0])
 
 
 rule task_image:
@@ -28,6 +21,8 @@ rule task_image:
         blob_inputs,
     output:
         str(P.layout.root / "images" / "{kind}" / "{task}" / "{digest}.json"),
+    log:
+        str(P.layout.build_log("{kind}", "{task}", "{digest}")),
     wildcard_constraints:
         kind="work|judge",
         digest=DIGEST,
@@ -35,7 +30,7 @@ rule task_image:
     resources:
         docker_builds=1,
     run:
-        T.make_image_target(P, wildcards.kind, wildcards.task, wildcards.digest)
+        T.make_image_target(P, wildcards.kind, wildcards.task, wildcards.digest, log=log[0])
 
 
 rule images:

@@ -9,8 +9,10 @@ rule scores:
         tasks=[str(t.toml_path) for t in P.bench.tasks.values()],
     output:
         str(P.layout.scores),
+    log:
+        str(P.layout.step_log("scores")),
     run:
-        T.write_scores_target(P)
+        T.write_scores_target(P, log=log[0])
 
 
 rule best:
@@ -18,8 +20,10 @@ rule best:
         str(P.layout.scores),
     output:
         str(P.layout.best),
+    log:
+        str(P.layout.step_log("best")),
     run:
-        T.write_best_target(P)
+        T.write_best_target(P, log=log[0])
 
 
 rule leaderboard:
@@ -29,14 +33,19 @@ rule leaderboard:
         csv=str(P.layout.leaderboard),
         md=str(P.layout.leaderboard_md),
         budgets=str(P.layout.budgets),
+    log:
+        str(P.layout.step_log("leaderboard")),
     run:
-        T.write_leaderboard_target(P)
+        T.write_leaderboard_target(P, log=log[0])
 
 
 rule report:
     input:
         rules.leaderboard.output,
     output:
-        str(P.layout.report),
+        html=str(P.layout.report),
+        pages=directory(str(P.layout.report_pages)),
+    log:
+        str(P.layout.step_log("report")),
     run:
-        T.write_report_target(P)
+        T.write_report_target(P, log=log[0])

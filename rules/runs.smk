@@ -7,10 +7,12 @@ from sforge.runs import targets as R
 rule agent_bundle:
     output:
         str(P.layout.root / "agents" / "{agent}" / "{digest}.json"),
+    log:
+        str(P.layout.step_log("agents/{agent}-{digest}")),
     wildcard_constraints:
         digest=DIGEST,
     run:
-        R.make_bundle_target(P, wildcards.agent, wildcards.digest, output[0])
+        R.make_bundle_target(P, wildcards.agent, wildcards.digest, output[0], log=log[0])
 
 
 rule agent_run:

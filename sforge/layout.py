@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 IMAGE_KINDS = ("base", "work", "judge")
+REPORT_PAGES = "report"  # <root>/report/<task>.html, linked from <root>/report.html
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,15 @@ class Layout:
         return self.root / "images" / kind / name / f"{digest}.json"
 
     def build_log(self, kind: str, name: str, digest: str) -> Path:
+        """Also the `log:` pattern of the image rules, called with "{wildcard}" names."""
         return self.root / "logs" / "build" / kind / f"{name}-{digest}.log"
+
+    def step_log(self, step: str) -> Path:
+        """The log of one aggregation step (scores, best, leaderboard, report) or other job."""
+        return self.root / "logs" / "steps" / f"{step}.log"
+
+    def blob_log(self, blob: str) -> Path:
+        return self.root / "logs" / "blobs" / f"{blob}.log"
 
     # grading ----------------------------------------------------------------
     def eval_result(self, task: str, key: str) -> Path:
@@ -65,6 +74,11 @@ class Layout:
     @property
     def report(self) -> Path:
         return self.root / "report.html"
+
+    @property
+    def report_pages(self) -> Path:
+        """One page per task, linked from report.html."""
+        return self.root / REPORT_PAGES
 
     @property
     def cache(self) -> Path:

@@ -34,7 +34,7 @@ import pandas as pd
 from . import __version__
 from .feedback import Feedback, read_feedback
 from .fileio import atomic_write_text
-from .layout import Layout
+from .layout import REPORT_PAGES, Layout
 from .model import Benchmark, Task
 from .plots import (
     budgets_svg,
@@ -46,7 +46,6 @@ from .plots import (
 from .scores import category_columns, read_best, read_budgets, read_leaderboard, read_scores
 
 MAX_INVALID_ON_INDEX = 100  # the newest; every one of them is on its task's page
-PAGES = "report"  # task pages: <results>/<bench>/report/<task>.html
 
 
 # --------------------------------------------------------------------------- formatting
@@ -135,7 +134,7 @@ class Linker:
     @staticmethod
     def page(task_id: str, from_index: bool = True) -> str:
         name = f"{quote(task_id)}.html"
-        return f"{PAGES}/{name}" if from_index else name
+        return f"{REPORT_PAGES}/{name}" if from_index else name
 
     def result(self, task_id: str, key: str, from_index: bool = True) -> Links:
         prefix = "" if from_index else "../"
@@ -397,7 +396,7 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
     budgets = read_budgets(budgets_csv)
     colors = source_colors(scores["source"].unique().tolist())
     link = Linker(root)
-    pages = write_task_pages(env, benchmark, scores, best, colors, link, root / PAGES,
+    pages = write_task_pages(env, benchmark, scores, best, colors, link, link.layout.report_pages,
                              root / ".cache" / "report-pages" if cache else None)
     atomic_write_text(out_html, render_index(env, benchmark, scores, best, board, budgets,
                                              colors, link))

@@ -5,9 +5,15 @@ No business logic lives in .smk files and none is written twice between CLI and 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import math
 import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 from .build import drop_stale_sentinels, ensure_local, image_presence, make_image
@@ -25,7 +31,49 @@ def engine() -> DockerEngine:
 
 
 # images -----------------------------------------------------------------------------
-def make_image_target(pipe: Pipeline, kind: str, name: str, digest: str) -> dict:
+def _same_log(log: str | Path | None, expected: Path) -> None:
+    """The build and the judge write their own logs (streamed as they run); the rule's
+    `log:` names that very file, from the same Layout method."""
+    if log is not None and Path(log).resolve() != expected.resolve():
+        raise SforgeError(f"the rule's log {log} is not where this job writes it ({expected})")
+
+
+@contextlib.contextmanager
+def job_log(log: str | Path | None, what: str) -> Iterator[None]:
+    """Record one job in the file its rule's `log:` names: start, sforge's log messages
+    from this thread (warnings of the aggregation, for one), the time taken or the error."""
+    if log is None:
+        yield
+        return
+    path = Path(log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    thread = threading.get_ident()
+    handler.addFilter(lambda record: record.thread == thread)  # jobs run in threads
+    logger = logging.getLogger("sforge")
+    level = logger.level
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    start = time.monotonic()
+    logger.info("%s: started", what)
+    try:
+        yield
+    except BaseException as exc:
+        logger.error("%s: failed: %s\n%s", what, exc, traceback.format_exc())
+        raise
+    else:
+        logger.info("%s: done in %.2f s", what, time.monotonic() - start)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        handler.close()
+
+
+def make_image_target(pipe: Pipeline, kind: str, name: str, digest: str,
+                      log: str | Path | None = None) -> dict:
+    _same_log(log, pipe.layout.build_log(kind, name, digest))
     ref = pipe.ref_for(kind, name)
     if ref.digest != digest:
         raise SforgeError(f"{kind} {name}: asked for hash {digest} but its files now hash to "
@@ -103,10 +151,11 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
         return result.write(out)
 
 
-def grade_target(pipe: Pipeline, key: str) -> EvalResult:
+def grade_target(pipe: Pipeline, key: str, log: str | Path | None = None) -> EvalResult:
     target = pipe.evals.get(key)
     if target is None:
         raise SforgeError(f"no submission has eval key {key}")
+    _same_log(log, pipe.layout.eval_log(target.task, key))
     return grade(pipe, target)
 
 
@@ -122,37 +171,55 @@ def blob_paths(pipe: Pipeline, task_id: str, kind: str) -> list[Path]:
     return [task.dir / b.path for b in context_blobs(task, kind)]
 
 
-def fetch_blob_target(pipe: Pipeline, task_id: str, blob) -> Path:
+def fetch_blob_target(pipe: Pipeline, task_id: str, blob, log: str | Path | None = None
+                      ) -> Path:
     from .blobs import ensure_blob
 
-    path = ensure_blob(pipe.bench, pipe.bench.tasks[task_id], blob, pipe.cache)
-    pipe.cache.save()
+    task = pipe.bench.tasks[task_id]
+    with job_log(log, f"blob {task_id}/{blob.path}"):
+        present = (task.dir / blob.path).is_file()
+        path = ensure_blob(pipe.bench, task, blob, pipe.cache)
+        pipe.cache.save()
+        logging.getLogger("sforge.blobs").info(
+            "%s %s (sha256 %s)", "verified" if present else "fetched and verified", path,
+            blob.sha256)
     return path
 
 
 # tables -----------------------------------------------------------------------------
-def write_scores_target(pipe: Pipeline) -> None:
+def write_scores_target(pipe: Pipeline, log: str | Path | None = None) -> None:
     from .scores import write_scores
 
-    write_scores(pipe.bench, pipe.records(), pipe.layout.scores)
+    with job_log(log, "scores.csv"):
+        records = pipe.records()
+        write_scores(pipe.bench, records, pipe.layout.scores)
+        logging.getLogger("sforge.scores").info("%d submission(s), %d result file(s)",
+                                                len(records), len({p for _, p in records}))
 
 
-def write_best_target(pipe: Pipeline) -> None:
+def write_best_target(pipe: Pipeline, log: str | Path | None = None) -> None:
     from .scores import write_best
 
-    write_best(pipe.bench, pipe.layout.scores, pipe.layout.best)
+    with job_log(log, "best.csv"):
+        write_best(pipe.bench, pipe.layout.scores, pipe.layout.best)
 
 
-def write_leaderboard_target(pipe: Pipeline) -> None:
+def write_leaderboard_target(pipe: Pipeline, log: str | Path | None = None) -> None:
     from .scores import write_leaderboard
 
     lay = pipe.layout
-    write_leaderboard(pipe.bench, lay.best, lay.scores, lay.leaderboard, lay.leaderboard_md,
-                      lay.budgets, [float(h) for h in pipe.config.get("budgets_hours", [])])
+    with job_log(log, "leaderboard"):
+        write_leaderboard(pipe.bench, lay.best, lay.scores, lay.leaderboard,
+                          lay.leaderboard_md, lay.budgets,
+                          [float(h) for h in pipe.config.get("budgets_hours", [])])
 
 
-def write_report_target(pipe: Pipeline) -> None:
+def write_report_target(pipe: Pipeline, log: str | Path | None = None) -> None:
     from .report import write_report
 
     lay = pipe.layout
-    write_report(pipe.bench, lay.scores, lay.best, lay.leaderboard, lay.budgets, lay.report)
+    with job_log(log, "report.html"):
+        pages = write_report(pipe.bench, lay.scores, lay.best, lay.leaderboard, lay.budgets,
+                             lay.report)
+        logging.getLogger("sforge.report").info("%d page(s), %d bytes", len(pages),
+                                                sum(p.stat().st_size for p in pages))

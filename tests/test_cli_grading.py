@@ -55,6 +55,13 @@ def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_clie
     # the report lists the invalid one with its reason and a link to its result
     report = sf.run("report", "--config", str(config), check=True)
     root = sf.results / sf.name
+    # every rule wrote its log where its `log:` says
+    for step in ("scores", "best", "leaderboard", "report"):
+        assert "done in" in (root / "logs" / "steps" / f"{step}.log").read_text(), step
+    assert "2 submission(s), 2 result file(s)" in (root / "logs" / "steps" / "scores.log"
+                                                   ).read_text()
+    assert len(list((root / "evals").glob("*/*.log"))) == 2  # the judges' logs
+    assert list((root / "logs" / "build" / "judge").glob("alpha-*.log"))
     html = (root / "report.html").read_text()
     assert "archive exceeds 3 members" in html
     key = json.loads(next((root / "evals" / "beta").glob("*.json")).read_text())["key"]

@@ -44,9 +44,17 @@ def _known_specs(pipe) -> list[RunSpec]:
     return out
 
 
-def make_bundle_target(pipe, agent_name: str, digest: str, output: str) -> None:
+def make_bundle_target(pipe, agent_name: str, digest: str, output: str,
+                       log: str | None = None) -> None:
     """Prepare the bundle whose sources hash to `digest` (for the script agent: the script
-    of a run that asks for it)."""
+    of a run that asks for it); `log`: the rule's log file."""
+    from ..targets import job_log
+
+    with job_log(log, f"agent bundle {agent_name} {digest}"):
+        _make_bundle(pipe, agent_name, digest, output)
+
+
+def _make_bundle(pipe, agent_name: str, digest: str, output: str) -> None:
     from .bundle import bundle_digest, write_bundle_sentinel
 
     agent = load_agent(agent_name)
