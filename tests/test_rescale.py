@@ -346,5 +346,5 @@ def test_docs_do_not_point_outside_the_repository():
     bad = [f"{f.relative_to(REPO)}: {line.strip()}" for f in files
            for line in f.read_text().splitlines()
            if any(word in line for word in ("shared/", "spec/rescale", "ARCHITECTURE.md",
-                                            "sforge's spec", "of the spec", "(spec:"))]
+                                            "sforge's spec", "of the spec"))]
     assert bad == []
