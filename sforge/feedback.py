@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 DETAIL_COLUMNS = ("test", "status", "score", "message")
+_DETAIL_KEYS = {"name", "test", "status", "score", "message", "msg", "error"}
 MAX_TEXT = 2000  # a message longer than this is cut (a grader may dump a whole traceback)
 
 
@@ -59,14 +60,20 @@ def _number(value: Any) -> float | None:
 def normalise_details(raw: Any) -> list[Detail]:
     """A grader's `details` as Detail rows. An item that is not an object is kept as its
     message; a missing name becomes the item's position, so nothing a grader said is lost."""
-    if isinstance(raw, dict):  # {"test_a": "PASSED", ...} or {"test_a": {...}}
-        raw = [v if isinstance(v, dict) and "name" in v else
-               ({"name": k, **v} if isinstance(v, dict) else {"name": k, "status": v})
-               for k, v in raw.items()]
+    if isinstance(raw, dict):
+        raw = [raw]
     if not isinstance(raw, list):
         return [] if raw is None else [Detail("0", "", None, _text(raw))]
+    items: list[Any] = []
+    for item in raw:  # {"test_a": "PASSED", "test_b": {...}}: one entry per test name
+        if isinstance(item, dict) and item and not set(item) & _DETAIL_KEYS:
+            items += [v if isinstance(v, dict) and "name" in v else
+                      ({"name": k, **v} if isinstance(v, dict) else {"name": k, "status": v})
+                      for k, v in item.items()]
+        else:
+            items.append(item)
     out = []
-    for i, item in enumerate(raw):
+    for i, item in enumerate(items):
         if not isinstance(item, dict):
             out.append(Detail(str(i), "", None, _text(item)))
             continue
