@@ -36,7 +36,8 @@ from ..judge import _owner_labels, sweep_stale_containers
 from ..units import parse_memory
 
 RUN_LABEL = "sforge.run"
-RUN_ID_LABEL = "sforge.run.id"
+RUN_ID_LABEL = "sforge.run.id"    # the run's id at the judge service
+RUN_DIR_LABEL = "sforge.run.dir"  # the run's folder: which container is whose
 SOCKET_DIR = "/run/sforge"        # bind-mounted host folder: service.sock, model.sock, prompt
 HELPER_DIR = "/opt/sforge/bin"    # sforge-submit, sforge-game, sforge-helper (one binary)
 MODEL_PORT = 8765                 # the relay's loopback port for the model proxy

@@ -32,12 +32,19 @@ from ..fileio import atomic_write_json
 from ..games import is_game
 from .agents import MOUNT, Agent, load_agent
 from .bundle import ensure_bundle
-from .container import MODEL_PORT, SOCKET_DIR, WorkContainer, WorkSpec, sweep_stale_work_containers
+from .container import (
+    MODEL_PORT,
+    RUN_DIR_LABEL,
+    RUN_ID_LABEL,
+    SOCKET_DIR,
+    WorkContainer,
+    WorkSpec,
+    sweep_stale_work_containers,
+)
 from .prompt import build_prompt, submit_env
 from .proxy import HostSockets, ModelRoute
 from .spec import RunSpec, run_dir
 
-RUN_DIR_LABEL = "sforge.run.dir"  # the run's folder: which container is whose
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
 
@@ -211,7 +218,7 @@ class _Run:
                     env={}, helper=_helper(), socket_dir=sockets, bundle=bundle,
                     bundle_mount=MOUNT, cpus=spec.cpus_for(task), memory=spec.memory_for(task),
                     internet=spec.internet_for(task),
-                    labels={"sforge.run.id": service_run, RUN_DIR_LABEL: str(self.folder)}))
+                    labels={RUN_ID_LABEL: service_run, RUN_DIR_LABEL: str(self.folder)}))
                 box.start()
                 env = self.env(box.image_path(), token, deadline)
                 record.update(self._agent_loop(box, env, deadline, log_path, record))
