@@ -3,26 +3,13 @@
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
-from pathlib import Path
 
 import pytest
 from conftest import REPO, free_port
+from test_grading import archive
 
 pytestmark = pytest.mark.docker
-
-
-def archive(path: Path, files: dict[str, str]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_client):
