@@ -4,13 +4,15 @@ from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
+from sforge.config import schema_path
+
 min_version("9.0")
 
 
 configfile: str(Path(workflow.basedir) / "config.yaml")
 
 
-validate(config, str(Path(workflow.basedir) / "sforge" / "config.schema.yaml"))
+validate(config, str(schema_path()))
 
 
 include: "rules/common.smk"

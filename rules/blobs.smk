@@ -1,6 +1,6 @@
 # Blobs are file targets inside the task directories: fetched by sha256 when missing.
 
-BLOBS = {f"{t.id}/{b.path}": (t.id, b) for t in P.bench.tasks.values() for b in t.blobs}
+BLOBS = sorted(f"{t.id}/{b.path}" for t in P.bench.tasks.values() for b in t.blobs)
 
 
 rule blob:
@@ -9,6 +9,6 @@ rule blob:
     log:
         str(P.layout.blob_log("{blob}")),
     wildcard_constraints:
-        blob="|".join(__import__("re").escape(k) for k in sorted(BLOBS)) or "(?!)",
+        blob="|".join(__import__("re").escape(k) for k in BLOBS) or "(?!)",
     run:
-        T.fetch_blob_target(P, *BLOBS[wildcards.blob], log=log[0])
+        T.fetch_blob_target(P, output[0], log=log[0])

@@ -1,20 +1,23 @@
-# Shared state for every rule: the pipeline (benchmark, tags, submissions) and the
-# functions rules call. Parsing makes no Docker call unless this is the main process and
-# verify_images is on (then stale sentinels are dropped before planning).
+# Shared state for every rule: the pipeline (benchmark, tags, submissions), the functions
+# rules call, and this run's flags. Parsing makes no Docker call and changes nothing on
+# disk: stale sentinels are dropped before planning by the CLI, or by `sforge verify`.
 import sys
 
 from sforge import targets as T
 from sforge.config import load_config
 from sforge.pipeline import get_pipeline
+from sforge.planner import docker_builds
 
 P = get_pipeline(load_config(overrides=config, env={}))
+L = P.layout
+# Run flags come from this run's config and are passed to the functions as arguments.
+FORCE = bool(config.get("force"))
+PUSH = bool(config.get("push"))
 
-if config.get("verify_images", True) and workflow.is_main_process:
-    try:
-        for dropped in T.verify_sentinels(P):
-            print(f"sforge: image gone, will rebuild: {dropped}", file=sys.stderr)
-    except Exception as exc:  # no daemon: planning still works, building will say why
-        print(f"sforge: cannot check images ({exc})", file=sys.stderr)
+# One build-concurrency setting for every path: config's docker_builds, unless the command
+# line (--resources docker_builds=N) or a profile set it.
+if "docker_builds" not in workflow.global_resources:
+    workflow.register_resource("docker_builds", docker_builds(config))
 
 for error in P.bench.errors:
     print(f"sforge: skipping broken task: {error}", file=sys.stderr)

@@ -1,16 +1,17 @@
-# One judge run per eval key (judge tag, archive sha256, judge settings). Several sforge
-# processes may grade one results directory: the output is update()-flagged so Snakemake
-# never deletes a result another process wrote before this job runs (Job.prepare), and the
-# function's per-key claim makes it wait for that result instead of judging again.
+# One judge run per eval key (judge tag, archive sha256, judge settings, grading contract).
+# Several sforge processes may grade one results directory: the output is update()-flagged
+# so Snakemake never deletes a result another process wrote before this job runs
+# (Job.prepare), and the function's per-key claim makes it wait for that result instead of
+# judging again.
 
 
 rule evaluate:
     input:
         lambda w: ancient(str(P.sentinel(P.refs[w.task]["judge"]))),
     output:
-        update(str(P.layout.root / "evals" / "{task}" / "{key}.json")),
+        update(str(L.eval_result("{task}", "{key}"))),
     log:
-        str(P.layout.eval_log("{task}", "{key}")),
+        str(L.eval_log("{task}", "{key}")),
     wildcard_constraints:
         key="[0-9a-f]{20}",
         task=ids_regex(P.bench.tasks),
@@ -21,7 +22,7 @@ rule evaluate:
     group:
         "judge"
     run:
-        T.grade_target(P, wildcards.key, log=log[0])
+        T.grade_target(P, output[0], log=log[0])
 
 
 rule grade:

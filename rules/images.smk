@@ -4,15 +4,15 @@
 
 rule base_image:
     output:
-        str(P.layout.root / "images" / "base" / "{name}" / "{digest}.json"),
+        str(L.sentinel("base", "{name}", "{digest}")),
     log:
-        str(P.layout.build_log("base", "{name}", "{digest}")),
+        str(L.build_log("base", "{name}", "{digest}")),
     wildcard_constraints:
         digest=DIGEST,
     resources:
         docker_builds=1,
     run:
-        T.make_image_target(P, "base", wildcards.name, wildcards.digest, log=log[0])
+        T.make_image_target(P, output[0], force=FORCE, push=PUSH, log=log[0])
 
 
 rule task_image:
@@ -20,9 +20,9 @@ rule task_image:
         base_input,
         blob_inputs,
     output:
-        str(P.layout.root / "images" / "{kind}" / "{task}" / "{digest}.json"),
+        str(L.sentinel("{kind}", "{task}", "{digest}")),
     log:
-        str(P.layout.build_log("{kind}", "{task}", "{digest}")),
+        str(L.build_log("{kind}", "{task}", "{digest}")),
     wildcard_constraints:
         kind="work|judge",
         digest=DIGEST,
@@ -30,7 +30,7 @@ rule task_image:
     resources:
         docker_builds=1,
     run:
-        T.make_image_target(P, wildcards.kind, wildcards.task, wildcards.digest, log=log[0])
+        T.make_image_target(P, output[0], force=FORCE, push=PUSH, log=log[0])
 
 
 rule images:

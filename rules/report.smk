@@ -8,44 +8,58 @@ rule scores:
         archives=lambda w: [str(s.path) for s in P.submissions()],
         tasks=[str(t.toml_path) for t in P.bench.tasks.values()],
     output:
-        str(P.layout.scores),
+        str(L.scores),
     log:
-        str(P.layout.step_log("scores")),
+        str(L.step_log("scores")),
     run:
-        T.write_scores_target(P, log=log[0])
+        T.write_scores_target(P, output[0], log=log[0])
 
 
 rule best:
     input:
-        str(P.layout.scores),
+        str(L.scores),
     output:
-        str(P.layout.best),
+        str(L.best),
     log:
-        str(P.layout.step_log("best")),
+        str(L.step_log("best")),
     run:
-        T.write_best_target(P, log=log[0])
+        T.write_best_target(P, input[0], output[0], log=log[0])
 
 
 rule leaderboard:
     input:
-        str(P.layout.best),
+        best=str(L.best),
+        scores=str(L.scores),
     output:
-        csv=str(P.layout.leaderboard),
-        md=str(P.layout.leaderboard_md),
-        budgets=str(P.layout.budgets),
+        csv=str(L.leaderboard),
+        md=str(L.leaderboard_md),
+        budgets=str(L.budgets),
     log:
-        str(P.layout.step_log("leaderboard")),
+        str(L.step_log("leaderboard")),
     run:
-        T.write_leaderboard_target(P, log=log[0])
+        T.write_leaderboard_target(
+            P, input.best, input.scores, output.csv, output.md, output.budgets, log=log[0]
+        )
 
 
 rule report:
     input:
-        rules.leaderboard.output,
+        scores=str(L.scores),
+        best=str(L.best),
+        leaderboard=str(L.leaderboard),
+        budgets=str(L.budgets),
     output:
-        html=str(P.layout.report),
-        pages=directory(str(P.layout.report_pages)),
+        html=str(L.report),
+        pages=directory(str(L.report_pages)),
     log:
-        str(P.layout.step_log("report")),
+        str(L.step_log("report")),
     run:
-        T.write_report_target(P, log=log[0])
+        T.write_report_target(
+            P,
+            input.scores,
+            input.best,
+            input.leaderboard,
+            input.budgets,
+            output.html,
+            log=log[0],
+        )

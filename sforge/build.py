@@ -6,7 +6,6 @@ byte a build can see is hashed, and the work image can never copy the hidden tes
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import sys
 import tarfile
@@ -17,12 +16,13 @@ from pathlib import Path
 from typing import IO
 
 from .blobs import ensure_blob
-from .console import warn
-from .engine import BuildFailed, ContainerEngine, RegistryError
+from .clock import now_iso
+from .engine import BuildFailed, ContainerEngine
 from .errors import InfrastructureError, SforgeError
 from .fileio import atomic_write_json, read_json
 from .images import BASE_ARG, CONTEXT_DIRS, WORK_ARG, ImageRef, context_blobs
 from .pipeline import Pipeline
+from .planner import Presence, presence
 
 LOG_TAIL = 25
 
@@ -105,44 +105,9 @@ def build_context(root: Path, dirs: tuple[str, ...] | None) -> IO[bytes]:
     return fh
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
 def _record(ref: ImageRef, log: Path, **fields) -> dict:
     return {"tag": ref.tag, "kind": ref.kind, "name": ref.name, "digest": ref.digest,
             "log": str(log) if log.exists() else None, **fields}
-
-
-_UNREACHABLE: set[str] = set()  # optional registries that did not answer in this process
-
-
-def registry_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageRef]
-                      ) -> set[str]:
-    """Tags of `refs` that the registry holds (manifest checks, no pull).
-
-    A registry named by --registry/SFORGE_REGISTRY must answer; one that only comes from
-    benchmark.toml (often unreachable from a workstation) is skipped with a warning.
-    """
-    if not pipe.registry or not refs or pipe.registry in _UNREACHABLE:
-        return set()
-    try:
-        return {r.tag for r in refs if engine.registry_has(pipe.remote(r))}
-    except RegistryError as exc:
-        if pipe.registry_explicit:
-            raise
-        _UNREACHABLE.add(pipe.registry)  # asked once per process, said once
-        warn(f"{exc}; building without the registry {pipe.registry} (set SFORGE_REGISTRY "
-             "or --registry to require it)", key=f"registry-unreachable:{pipe.registry}")
-        return set()
-
-
-def image_presence(pipe: Pipeline, engine: ContainerEngine, refs: list[ImageRef]
-                   ) -> tuple[set[str], set[str]]:
-    """(tags in the daemon, tags only in the registry): one image listing, then manifest
-    checks for what the daemon lacks."""
-    local = engine.existing_tags(r.tag for r in refs)
-    return local, registry_presence(pipe, engine, [r for r in refs if r.tag not in local])
 
 
 def ensure_local(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef) -> None:
@@ -169,25 +134,25 @@ def push_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef) -> bool:
 
 
 def make_image(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, *, force: bool = False,
-               present: set[str] | None = None, progress: IO[str] | None = None) -> dict:
+               push: bool = False, found: Presence | None = None,
+               progress: IO[str] | None = None) -> dict:
     """Make the sentinel of `ref`: reuse an image already under its tag (in the daemon or the
-    registry), else build it; with config push, push what is built."""
+    registry; `found` when the caller has asked already), else build it; with `push`, push
+    what is built. Flags are arguments: a long-running caller shares one Pipeline."""
     sentinel = pipe.sentinel(ref)
     log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
-    push = bool(pipe.config.get("push"))
     if not force:
-        local = ref.tag in present if present is not None else \
-            engine.image_id(ref.tag) is not None
-        if local:
+        found = found if found is not None and found.known else presence(pipe, [ref], eng=engine)
+        if ref.tag in (found.local or ()):
             record = _record(ref, log, image_id=engine.image_id(ref.tag) or "", reused=True,
-                             built_at=None, recorded_at=_now())
+                             built_at=None, recorded_at=now_iso())
             if push:
                 record["pushed"] = push_image(pipe, engine, ref)
             atomic_write_json(sentinel, record)
             return record
-        if ref.tag in registry_presence(pipe, engine, [ref]):
+        if ref.tag in found.remote:
             record = _record(ref, log, image_id=None, reused=True, built_at=None,
-                             registry=pipe.remote(ref), recorded_at=_now())
+                             registry=pipe.remote(ref), recorded_at=now_iso())
             atomic_write_json(sentinel, record)
             return record
     record = _build(pipe, engine, ref, log, progress or sys.stderr)
@@ -244,7 +209,7 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
             raise ImageBuildError(ref, f"build failed: {exc}{hint}", log, list(tail)) from None
         finally:
             context.close()
-    return _record(ref, log, image_id=image_id, built_at=_now(), reused=False,
+    return _record(ref, log, image_id=image_id, built_at=now_iso(), reused=False,
                    build_seconds=round(time.monotonic() - started, 3))
 
 
@@ -253,15 +218,3 @@ def read_sentinel(path: Path) -> dict | None:
         return read_json(path)
     except (OSError, ValueError):
         return None
-
-
-def drop_stale_sentinels(pipe: Pipeline, refs: list[ImageRef], present: set[str]) -> list[Path]:
-    """A sentinel must never lie: drop those whose image is gone (from the daemon, and from
-    the registry where one is configured: pass its tags in `present`), so they rebuild."""
-    dropped = []
-    for ref in refs:
-        path = pipe.sentinel(ref)
-        if ref.tag not in present and path.exists():
-            path.unlink()
-            dropped.append(path)
-    return dropped

@@ -62,7 +62,9 @@ def cmd_list(args) -> int:
     from .orchestrate import task_rows
 
     pipe = _pipeline(_config(args))
-    rows = task_rows(pipe, args.task)
+    rows, found = task_rows(pipe, args.task)
+    if found.error:
+        print(f"warning: {found.error}", file=sys.stderr)
     bench = pipe.bench
     if args.json:  # TOML dates in metadata become ISO strings
         print(json.dumps({"benchmark": bench.name, "tasks": rows,
@@ -92,27 +94,43 @@ def cmd_list(args) -> int:
 
 # plan / build -------------------------------------------------------------------------
 def cmd_plan(args) -> int:
-    from .orchestrate import plan_images, present_tags
+    from .orchestrate import plan
 
     pipe = _pipeline(_config(args))
-    refs = pipe.images(args.task)
-    present = present_tags(refs, quiet=True)
-    todo = plan_images(pipe, refs, present, args.force)
-    for ref, action, reason in todo:
-        print(f"{action} {ref.kind:5} {ref.name:30} {ref.tag}  ({reason})")
-    build = sum(1 for _, action, _ in todo if action == "build")
-    record = len(todo) - build
-    print(f"{len(refs)} image(s): {build} to build, {record} present under their tag (only "
-          f"recorded, no build), {len(refs) - len(todo)} up to date"
-          + ("" if present is not None else
+    out = plan(pipe, args.task, args.force)
+    if out.found.error:
+        print(f"warning: {out.found.error}", file=sys.stderr)
+    for d in out.decisions:
+        ref = d.ref
+        print(f"{d.action} {ref.kind:5} {ref.name:30} {ref.tag}  ({d.reason})")
+    build = sum(1 for d in out.decisions if d.action == "build")
+    record = len(out.decisions) - build
+    print(f"{len(out.images)} image(s): {build} to build, {record} present under their tag "
+          f"(only recorded, no build), {len(out.images) - len(out.decisions)} up to date"
+          + ("" if out.found.known else
              "; Docker daemon unreachable, so image presence is unknown"))
+    g = out.grading
+    print(f"{len(g.pending)} of {len(g.results)} result(s) to grade"
+          + (f" ({g.regrade} re-grade: judge image, settings or grading contract changed)"
+             if g.regrade else ""))
+    return 1 if _report_broken(pipe) else 0
+
+
+def cmd_verify(args) -> int:
+    from .orchestrate import verify
+
+    pipe = _pipeline(_config(args))
+    dropped = verify(pipe, args.task)
+    for path in dropped:
+        print(f"image gone, will rebuild: {path}")
+    print(f"sforge verify: {len(dropped)} stale sentinel(s) dropped")
     return 1 if _report_broken(pipe) else 0
 
 
 def cmd_build(args) -> int:
     from .orchestrate import build_images
 
-    pipe = _pipeline(_config(args, force=args.force, push=args.push or None))
+    pipe = _pipeline(_config(args))
     broken = _report_broken(pipe)
     out = build_images(pipe, args.task, force=args.force, push=args.push,
                        ex=_execution(args))
@@ -402,6 +420,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = _add(sub, "plan", cmd_plan, "show what a build would make and why; builds nothing")
     _task_opt(p)
     p.add_argument("--force", action="store_true", help="plan as if --force were given")
+
+    p = _add(sub, "verify", cmd_verify, "drop sentinels whose image is gone; run before snakemake",
+             "Drop every image sentinel whose image is gone from the Docker daemon and the\n"
+             "registry, so the next build makes it again. sforge's own commands do this\n"
+             "before planning; run it before a plain `snakemake` (parsing the Snakefile\n"
+             "never touches the disk).")
+    _task_opt(p)
 
     p = _add(sub, "build", cmd_build, "build base, work and judge images under content tags",
              "Build base, work and judge images under content-hash tags. An image already\n"

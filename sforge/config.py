@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 from importlib import resources
@@ -14,51 +15,43 @@ import yaml
 from .errors import SforgeError
 from .model import DEFAULT_BENCHMARK
 
+# The repository checkout (the bundled benchmark lives there, when sforge runs from one).
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULTS: dict[str, Any] = {
-    "benchmark": DEFAULT_BENCHMARK,
-    "results": "results",
-    "submissions": None,
-    "tasks": None,
-    "registry": None,
-    "push": False,
-    "verify_images": True,
-    "force": False,
-    "archive_limits": {"max_members": 10_000, "max_bytes": 1 << 30},
-    "judge_limits": {"pids": 4096, "writable": "10g"},
-    "budgets_hours": [2, 4, 6, 8, 10, 12],
-    "service": {},  # see SERVICE_DEFAULTS
-    "run_timeout_s": 3600,
-    "games": {},  # see GAMES_DEFAULTS
-}
-SERVICE_DEFAULTS: dict[str, Any] = {
-    "max_concurrent": None, "max_pending": 200, "max_upload_bytes": 100 << 20,
-    "budget": None, "cooldown_s": 0.0, "drain_s": 60.0,
-}
+# The Snakefile, rules/, config.yaml and profiles/, as installed with the package (links to
+# the top-level ones in a checkout, copies in a wheel): the workflow runs from here.
+WORKFLOW_DIR = Path(__file__).resolve().parent / "workflow_files"
+DEFAULT_CONFIG = WORKFLOW_DIR / "config.yaml"
 
 
-# Game sessions of the judge service (sforge.service.games): every limit is a clear HTTP
-# error when passed (429/409/410/503), never a silent eviction.
-GAMES_DEFAULTS: dict[str, Any] = {
-    "max_sessions_per_run": 5, "max_open_per_run": 1, "max_open": 8,
-    "idle_timeout_s": 600.0, "max_session_s": 3600.0, "steps_per_s": 50.0,
-    "start_timeout_s": 60.0, "step_timeout_s": 30.0, "max_step_bytes": 65536,
-}
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text()) or {}
+    data.setdefault("benchmark", DEFAULT_BENCHMARK)
+    return data
+
+
+def defaults() -> dict[str, Any]:
+    """config.yaml as shipped: the one place for every setting's default."""
+    return copy.deepcopy(_defaults())
 
 
 def games_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The games section with its defaults filled in."""
-    return {**GAMES_DEFAULTS, **(config.get("games") or {})}
+    return {**_defaults().get("games", {}), **(config.get("games") or {})}
 
 
 def service_settings(config: dict[str, Any]) -> dict[str, Any]:
     """The service section with its defaults filled in (config.yaml may set only some)."""
-    return {**SERVICE_DEFAULTS, **(config.get("service") or {})}
+    return {**_defaults().get("service", {}), **(config.get("service") or {})}
+
+
+def schema_path() -> Path:
+    return Path(str(resources.files("sforge").joinpath("config.schema.yaml")))
 
 
 @functools.cache
 def schema() -> dict[str, Any]:
-    return yaml.safe_load(resources.files("sforge").joinpath("config.schema.yaml").read_text())
+    return yaml.safe_load(schema_path().read_text())
 
 
 def validate(config: dict[str, Any], source: str = "config") -> None:
@@ -73,7 +66,7 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
                 env: dict[str, str] | None = None) -> dict[str, Any]:
     """Defaults < config.yaml < environment (SFORGE_BENCHMARK, SFORGE_REGISTRY) < overrides."""
     env = os.environ if env is None else env
-    config = dict(DEFAULTS)
+    config = defaults()
     if path is not None and path.is_file():
         data = yaml.safe_load(path.read_text()) or {}
         if not isinstance(data, dict):
@@ -92,7 +85,7 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
 def user_config(path: Path | None, overrides: dict[str, Any]) -> dict[str, Any]:
     """The configuration a command runs with: `path` (default: the repository's config.yaml),
     the environment and `overrides`; relative paths taken from the working directory."""
-    config = load_config(path if path is not None else REPO_ROOT / "config.yaml", overrides)
+    config = load_config(path if path is not None else DEFAULT_CONFIG, overrides)
     if config["benchmark"] == DEFAULT_BENCHMARK and not Path(DEFAULT_BENCHMARK).is_dir():
         config["benchmark"] = str(REPO_ROOT / DEFAULT_BENCHMARK)  # the bundled one
     # Relative paths mean the user's working directory, never the repository's.

@@ -23,6 +23,13 @@ class Layout:
         """Hash-stamped: a new content hash is a new target, an old one is no longer asked for."""
         return self.root / "images" / kind / name / f"{digest}.json"
 
+    def sentinel_parts(self, path: Path | str) -> tuple[str, str, str]:
+        """(kind, name, digest) of a sentinel path, the inverse of `sentinel`."""
+        path = Path(path)
+        if path.parent.parent.parent.name != "images" or path.suffix != ".json":
+            raise ValueError(f"{path} is not an image sentinel under {self.root / 'images'}")
+        return path.parent.parent.name, path.parent.name, path.stem
+
     def build_log(self, kind: str, name: str, digest: str) -> Path:
         """Also the `log:` pattern of the image rules, called with "{wildcard}" names."""
         return self.root / "logs" / "build" / kind / f"{name}-{digest}.log"
@@ -37,6 +44,13 @@ class Layout:
     # grading ----------------------------------------------------------------
     def eval_result(self, task: str, key: str) -> Path:
         return self.root / "evals" / task / f"{key}.json"
+
+    def eval_parts(self, path: Path | str) -> tuple[str, str]:
+        """(task, key) of an eval result path, the inverse of `eval_result`."""
+        path = Path(path)
+        if path.parent.parent.name != "evals" or path.suffix != ".json":
+            raise ValueError(f"{path} is not an eval result under {self.root / 'evals'}")
+        return path.parent.name, path.stem
 
     def eval_log(self, task: str, key: str) -> Path:
         return self.root / "evals" / task / f"{key}.log"

@@ -19,6 +19,17 @@ from typing import IO, Any
 from .errors import SforgeError
 from .images import ImageRef
 from .pipeline import EvalTarget, Pipeline
+from .planner import (
+    Decision,
+    GradePlan,
+    Presence,
+    docker_builds,
+    drop_stale_sentinels,
+    plan_grading,
+    plan_images,
+    presence,
+    verify_sentinels,
+)
 
 
 def say(message: str) -> None:
@@ -34,10 +45,13 @@ class Execution:
 
 
 def run_workflow(config: dict[str, Any], targets: list, ex: Execution, *,
-                 quiet: bool = False, progress: Any = None) -> bool:
+                 quiet: bool = False, progress: Any = None, force: bool = False,
+                 push: bool = False) -> bool:
+    """Make `targets` with Snakemake; this run's flags go in its own config (a Pipeline
+    cached for an earlier run never carries them)."""
     from .workflow import Run, run
 
-    config = dict(config, verify_images=False)  # the caller has checked them already
+    config = dict(config, force=force, push=push)
     return run(Run(targets=[str(t) for t in targets], config=config, cores=ex.jobs or 1,
                    profile=ex.profile, quiet=quiet, verbose=ex.verbose, progress=progress))
 
@@ -86,31 +100,8 @@ def grading_progress(pipe: Pipeline, title: str, ex: Execution):  # -> console.J
                        verbose=ex.verbose >= 1)
 
 
-# list / plan --------------------------------------------------------------------------
-def present_tags(refs: list[ImageRef], quiet: bool = False) -> set[str] | None:
-    """Tags of `refs` in the daemon; None (after a warning) when it cannot be reached and
-    `quiet`."""
-    from .errors import InfrastructureError
-    from .targets import engine
-
-    try:
-        return engine().existing_tags(r.tag for r in refs)
-    except InfrastructureError as exc:
-        if not quiet:
-            raise
-        print(f"warning: {exc}", file=sys.stderr)
-        return None
-
-
-def image_state(pipe: Pipeline, ref: ImageRef, present: set[str] | None) -> str:
-    """What `sforge build` would do about one image: built (nothing), record (present under
-    its tag: the sentinel is written, nothing is built), build, or unknown (no daemon)."""
-    if present is None:
-        return "unknown"
-    recorded = pipe.sentinel(ref).exists()
-    if ref.tag in present:
-        return "built" if recorded else "record"
-    return "build"
+# list / plan / verify -----------------------------------------------------------------
+_STATE = {"none": "built", "record": "record", "build": "build"}
 
 
 def task_state(states: dict[str, str]) -> str:
@@ -127,45 +118,46 @@ def task_state(states: dict[str, str]) -> str:
     return "; ".join(words)
 
 
-def task_rows(pipe: Pipeline, ids: list[str] | None) -> list[dict[str, Any]]:
-    """One row per selected task: id, name, base, metadata, tags, what a build would do and
-    whether the leaderboard ranks it."""
-    present = present_tags(pipe.images(ids), quiet=True)
+def task_rows(pipe: Pipeline, ids: list[str] | None) -> tuple[list[dict[str, Any]], Presence]:
+    """One row per selected task: id, name, base, metadata, tags, what a build would do
+    (the planner's decision per image: built, record, build, or unknown without a daemon)
+    and whether the leaderboard ranks it."""
+    refs = pipe.images(ids)
+    found = presence(pipe, refs, tolerate_daemon=True)
+    decided = {d.ref: _STATE[d.action] for d in plan_images(pipe, refs, found)}
     rows = []
     for task in pipe.tasks(ids):
-        refs = pipe.refs[task.id]
+        tr = pipe.refs[task.id]
         base = pipe.bases.get(task.environment.base) if task.environment.base else None
-        images = {k: r for k, r in (("base", base), ("work", refs["work"]),
-                                    ("judge", refs["judge"])) if r}
-        states = {k: image_state(pipe, r, present) for k, r in images.items()}
+        images = {k: r for k, r in (("base", base), ("work", tr["work"]),
+                                    ("judge", tr["judge"])) if r}
+        states = {k: decided[r] if found.known else "unknown" for k, r in images.items()}
         rows.append({"id": task.id, "name": task.name, "base": task.environment.base or "-",
-                     "metadata": dict(task.metadata), "work": refs["work"].tag,
-                     "judge": refs["judge"].tag, "state": task_state(states),
+                     "metadata": dict(task.metadata), "work": tr["work"].tag,
+                     "judge": tr["judge"].tag, "state": task_state(states),
                      "images": states, "ranked": not pipe.bench.excluded(task)})
-    return rows
+    return rows, found
 
 
-def plan_images(pipe: Pipeline, refs: list[ImageRef], present: set[str] | None,
-                force: bool) -> list[tuple[ImageRef, str, str]]:
-    """(ref, action, reason) for every image a build would touch; action is "build" or
-    "record" (the image is present under its tag: only its sentinel is written)."""
-    out = []
-    for ref in refs:
-        sentinel = pipe.sentinel(ref)
-        if force:
-            out.append((ref, "build", "forced"))
-        elif not sentinel.exists():
-            older = sorted(p.stem for p in sentinel.parent.glob("*.json")) \
-                if sentinel.parent.is_dir() else []
-            if present is not None and ref.tag in present:
-                out.append((ref, "record", "present under its tag, no build"))
-            elif older:
-                out.append((ref, "build", f"new hash (was {', '.join(older[-3:])})"))
-            else:
-                out.append((ref, "build", "never built"))
-        elif present is not None and ref.tag not in present:
-            out.append((ref, "build", "image missing from the daemon"))
-    return out
+@dataclass
+class Plan:
+    images: list[ImageRef]
+    decisions: list[Decision]  # only those that make something
+    found: Presence
+    grading: GradePlan
+
+
+def plan(pipe: Pipeline, ids: list[str] | None, force: bool) -> Plan:
+    """What `sforge build` and `sforge grade` would do, and why; changes nothing."""
+    refs = pipe.images(ids)
+    found = presence(pipe, refs, tolerate_daemon=True)
+    decisions = [d for d in plan_images(pipe, refs, found, force) if d.action != "none"]
+    return Plan(refs, decisions, found, plan_grading(pipe, ids))
+
+
+def verify(pipe: Pipeline, ids: list[str] | None) -> list[Path]:
+    """Drop the sentinels whose image is gone from the daemon and the registry."""
+    return verify_sentinels(pipe, pipe.images(ids))
 
 
 # build / push / pull ------------------------------------------------------------------
@@ -184,27 +176,29 @@ class BuildOutcome:
 
 def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bool,
                  ex: Execution) -> BuildOutcome:
-    from .build import drop_stale_sentinels, image_presence, make_image, push_image, read_sentinel
-    from .targets import engine
+    from .build import push_image, read_sentinel
+    from .targets import engine, make_image_target
 
     refs = pipe.images(ids)
-    local, remote = image_presence(pipe, engine(), refs)
-    drop_stale_sentinels(pipe, refs, local | remote)
+    found = presence(pipe, refs)
+    drop_stale_sentinels(pipe, refs, found)
+    decisions = plan_images(pipe, refs, found, force)
     if force:
         for ref in refs:
             pipe.sentinel(ref).unlink(missing_ok=True)
-    todo = [r for r in refs if not pipe.sentinel(r).exists()]
-    for ref in todo:  # already under its tag: the rule's own function, no DAG needed
-        if not force and (ref.tag in local or ref.tag in remote):
-            make_image(pipe, engine(), ref, present=local)
+    todo = [d.ref for d in decisions if d.action != "none"]
+    for d in decisions:  # already under its tag: the rule's own function, no DAG needed
+        if d.action == "record":
+            make_image_target(pipe, pipe.sentinel(d.ref), push=push, found=found)
     pending = [r for r in todo if not pipe.sentinel(r).exists()]
     if pending:
         say(f"{len(pending)} of {len(refs)} image(s) to build")
         if not ex.profile and all(pipe.sentinel(d).exists()
                                   for r in pending for d in r.deps):
-            _build_independent(pipe, pending, ex.jobs)
+            build_independent(pipe, pending, ex.jobs, force=force, push=push)
         else:  # images that wait on others, or a cluster: the DAG schedules them
-            run_workflow(pipe.config, [pipe.sentinel(r) for r in pending], ex)
+            run_workflow(pipe.config, [pipe.sentinel(r) for r in pending], ex,
+                         force=force, push=push)
     failed = [r for r in todo if not pipe.sentinel(r).exists()]
     out = BuildOutcome(refs, todo, failed)
     records = [read_sentinel(pipe.sentinel(r)) or {} for r in out.made]
@@ -215,20 +209,23 @@ def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bo
     return out
 
 
-def _build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int) -> None:
+def build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int, *, force: bool,
+                      push: bool) -> None:
     """Images whose inputs all exist are independent jobs of the DAG: run the rule's own
-    function for each, `jobs` at a time, without paying Snakemake's ~1.5 s start."""
+    function for each, `jobs` at a time but never more than docker_builds, without paying
+    Snakemake's ~1.5 s start."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .targets import make_image_target
 
     def one(ref: ImageRef) -> None:
         try:
-            make_image_target(pipe, ref.kind, ref.name, ref.digest)
+            make_image_target(pipe, pipe.sentinel(ref), force=force, push=push)
         except SforgeError as exc:  # listed with its log tail by the caller
             say(str(exc))
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    width = max(1, min(jobs, docker_builds(pipe.config)))
+    with ThreadPoolExecutor(max_workers=width) as pool:
         list(pool.map(one, refs))
 
 
@@ -277,8 +274,6 @@ def sweep() -> None:
 
 def prepare_images(pipe: Pipeline, ids: list[str] | None) -> list[ImageRef]:
     """The base and judge refs grading needs, their sentinels made truthful."""
-    from .targets import verify_sentinels
-
     refs = pipe.images(ids, kinds=("base", "judge"))
     verify_sentinels(pipe, refs)
     return refs

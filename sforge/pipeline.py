@@ -156,16 +156,19 @@ def resolve(path: str | Path) -> Path:
 
 
 _CACHE: dict[str, Pipeline] = {}
-# The settings a Pipeline is computed from; flags such as force or verify_images only steer
-# what is done with it.
-PIPELINE_KEYS = ("benchmark", "results", "submissions", "tasks", "registry")
+# Run flags steer what is done, not what is planned: they are arguments of the functions
+# that act, and never part of (or read back from) a cached Pipeline.
+RUN_FLAGS = ("force", "push")
 
 
 def get_pipeline(config: dict[str, Any]) -> Pipeline:
-    """One Pipeline per process and config: the CLI and the Snakefile it runs share it."""
-    key = json.dumps({k: config.get(k) for k in PIPELINE_KEYS}, sort_keys=True, default=str)
+    """One Pipeline per process and configuration (run flags aside): the CLI and the
+    Snakefile it runs share it, and `pipe.config` is always the caller's settings."""
+    key = json.dumps({k: v for k, v in config.items() if k not in RUN_FLAGS},
+                     sort_keys=True, default=str)
     if key not in _CACHE:
-        _CACHE[key] = Pipeline.from_config(config)
+        _CACHE[key] = Pipeline.from_config({k: v for k, v in config.items()
+                                            if k not in RUN_FLAGS})
     return _CACHE[key]
 
 

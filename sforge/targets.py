@@ -9,18 +9,17 @@ import contextlib
 import functools
 import logging
 import math
-import sys
 import threading
 import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
-from .build import drop_stale_sentinels, ensure_local, image_presence, make_image
+from .build import ensure_local, make_image
 from .engine import DockerEngine
 from .errors import InfrastructureError, SforgeError
-from .images import ImageRef
 from .pipeline import EvalTarget, Pipeline
+from .planner import Presence
 from .results import EvalResult
 from .units import memory_mb
 
@@ -71,22 +70,18 @@ def job_log(log: str | Path | None, what: str) -> Iterator[None]:
         handler.close()
 
 
-def make_image_target(pipe: Pipeline, kind: str, name: str, digest: str,
+def make_image_target(pipe: Pipeline, output: Path | str, *, force: bool = False,
+                      push: bool = False, found: Presence | None = None,
                       log: str | Path | None = None) -> dict:
+    """Make the image whose sentinel is `output` (a path of Layout.sentinel). Run flags are
+    arguments, never read from the (shared, cached) pipeline."""
+    kind, name, digest = pipe.layout.sentinel_parts(output)
     _same_log(log, pipe.layout.build_log(kind, name, digest))
     ref = pipe.ref_for(kind, name)
     if ref.digest != digest:
         raise SforgeError(f"{kind} {name}: asked for hash {digest} but its files now hash to "
                           f"{ref.digest}; the benchmark changed while planning, run again")
-    return make_image(pipe, engine(), ref, force=bool(pipe.config.get("force")))
-
-
-def verify_sentinels(pipe: Pipeline, refs: list[ImageRef] | None = None) -> list[Path]:
-    """Drop sentinels whose image is gone from the daemon and the registry (before
-    planning), so they rebuild."""
-    refs = pipe.images(None) if refs is None else refs
-    local, remote = image_presence(pipe, engine(), refs)
-    return drop_stale_sentinels(pipe, refs, local | remote)
+    return make_image(pipe, engine(), ref, force=force, push=push, found=found)
 
 
 # grading ----------------------------------------------------------------------------
@@ -151,16 +146,15 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
         return result.write(out)
 
 
-def grade_target(pipe: Pipeline, key: str, log: str | Path | None = None) -> EvalResult:
+def grade_target(pipe: Pipeline, output: Path | str, log: str | Path | None = None
+                 ) -> EvalResult:
+    """Grade the archive whose result file is `output` (a path of Layout.eval_result)."""
+    _, key = pipe.layout.eval_parts(output)
     target = pipe.evals.get(key)
     if target is None:
         raise SforgeError(f"no submission has eval key {key}")
     _same_log(log, pipe.layout.eval_log(target.task, key))
     return grade(pipe, target)
-
-
-def warn(message: str) -> None:
-    print(f"sforge: {message}", file=sys.stderr)
 
 
 # blobs ------------------------------------------------------------------------------
@@ -171,12 +165,18 @@ def blob_paths(pipe: Pipeline, task_id: str, kind: str) -> list[Path]:
     return [task.dir / b.path for b in context_blobs(task, kind)]
 
 
-def fetch_blob_target(pipe: Pipeline, task_id: str, blob, log: str | Path | None = None
+def fetch_blob_target(pipe: Pipeline, output: Path | str, log: str | Path | None = None
                       ) -> Path:
+    """Fetch the declared blob at `output` (a path inside a task directory)."""
     from .blobs import ensure_blob
 
-    task = pipe.bench.tasks[task_id]
-    with job_log(log, f"blob {task_id}/{blob.path}"):
+    wanted = Path(output).resolve()
+    found = [(task, b) for task in pipe.bench.tasks.values() for b in task.blobs
+             if (task.dir / b.path).resolve() == wanted]
+    if not found:
+        raise SforgeError(f"{output}: not a declared blob of any task")
+    task, blob = found[0]
+    with job_log(log, f"blob {task.id}/{blob.path}"):
         present = (task.dir / blob.path).is_file()
         path = ensure_blob(pipe.bench, task, blob, pipe.cache)
         pipe.cache.save()
@@ -187,39 +187,42 @@ def fetch_blob_target(pipe: Pipeline, task_id: str, blob, log: str | Path | None
 
 
 # tables -----------------------------------------------------------------------------
-def write_scores_target(pipe: Pipeline, log: str | Path | None = None) -> None:
+def write_scores_target(pipe: Pipeline, output: Path | str,
+                        log: str | Path | None = None) -> None:
     from .scores import write_scores
 
     with job_log(log, "scores.csv"):
         records = pipe.records()
-        write_scores(pipe.bench, records, pipe.layout.scores)
+        write_scores(pipe.bench, records, Path(output))
         logging.getLogger("sforge.scores").info("%d submission(s), %d result file(s)",
                                                 len(records), len({p for _, p in records}))
 
 
-def write_best_target(pipe: Pipeline, log: str | Path | None = None) -> None:
+def write_best_target(pipe: Pipeline, scores: Path | str, output: Path | str,
+                      log: str | Path | None = None) -> None:
     from .scores import write_best
 
     with job_log(log, "best.csv"):
-        write_best(pipe.bench, pipe.layout.scores, pipe.layout.best)
+        write_best(pipe.bench, Path(scores), Path(output))
 
 
-def write_leaderboard_target(pipe: Pipeline, log: str | Path | None = None) -> None:
+def write_leaderboard_target(pipe: Pipeline, best: Path | str, scores: Path | str,
+                             csv: Path | str, md: Path | str, budgets: Path | str,
+                             log: str | Path | None = None) -> None:
     from .scores import write_leaderboard
 
-    lay = pipe.layout
     with job_log(log, "leaderboard"):
-        write_leaderboard(pipe.bench, lay.best, lay.scores, lay.leaderboard,
-                          lay.leaderboard_md, lay.budgets,
-                          [float(h) for h in pipe.config.get("budgets_hours", [])])
+        write_leaderboard(pipe.bench, Path(best), Path(scores), Path(csv), Path(md),
+                          Path(budgets), [float(h) for h in pipe.config.get("budgets_hours", [])])
 
 
-def write_report_target(pipe: Pipeline, log: str | Path | None = None) -> None:
+def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
+                        leaderboard: Path | str, budgets: Path | str, output: Path | str,
+                        log: str | Path | None = None) -> None:
     from .report import write_report
 
-    lay = pipe.layout
     with job_log(log, "report.html"):
-        pages = write_report(pipe.bench, lay.scores, lay.best, lay.leaderboard, lay.budgets,
-                             lay.report)
+        pages = write_report(pipe.bench, Path(scores), Path(best), Path(leaderboard),
+                             Path(budgets), Path(output))
         logging.getLogger("sforge.report").info("%d page(s), %d bytes", len(pages),
                                                 sum(p.stat().st_size for p in pages))

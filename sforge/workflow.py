@@ -3,28 +3,32 @@ everything else in sforge calls `run` and stays put when it does.
 
 Local runs use the in-process API (no second interpreter; `run:` jobs in threads). A
 profile (SLURM, Kubernetes) is a Snakemake CLI concept, so `--profile` runs the CLI.
+
+Snakemake settings live in one place, the workflow profile profiles/default/config.yaml:
+plain `snakemake` and `--profile` runs load it themselves, and the in-process run reads
+the same file here.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import REPO_ROOT
+import yaml
+
+from .config import WORKFLOW_DIR
 from .errors import SforgeError
 
-SNAKEFILE = REPO_ROOT / "Snakefile"
-RERUN_TRIGGERS = ("mtime", "input")  # never code/params: upgrading sforge rebuilds nothing
-# Several sforge processes may work on one results directory (no Snakemake lock; per-key
-# claims instead). Every product is written atomically, so Snakemake's "incomplete" markers,
-# left by a process killed mid-job, mean nothing: never stop on them, never delete a file
-# because of them (another process may have written it meanwhile).
-SHARED_RESULTS = {"keep_incomplete": True, "ignore_incomplete": True}
-SHARED_RESULTS_ARGS = ("--keep-incomplete", "--ignore-incomplete", "--nolock")
+SNAKEFILE = WORKFLOW_DIR / "Snakefile"
+PROFILES = WORKFLOW_DIR / "profiles"
+# The keys of the workflow profile this module maps onto the API's settings.
+_PROFILE_KEYS = {"rerun-triggers", "force-use-threads", "scheduler", "keep-incomplete",
+                 "ignore-incomplete", "nolock"}
 
 
 @dataclass
@@ -32,15 +36,24 @@ class Run:
     targets: list[str]
     config: dict[str, Any]
     cores: int = 1
-    dryrun: bool = False
-    keep_going: bool = True
     profile: str | None = None
     quiet: bool = False
     verbose: int = 0  # 2 and more: Snakemake's own job log
-    extra_args: list[str] = field(default_factory=list)
     # A logging.Handler for Snakemake's job events (sforge.console.JobProgress): it draws
     # the progress, and Snakemake's own progress chatter is hidden while it does.
     progress: Any = None
+
+
+@functools.cache
+def settings() -> dict[str, Any]:
+    """profiles/default/config.yaml: rerun triggers, threads for `run:` jobs, scheduler."""
+    path = PROFILES / "default" / "config.yaml"
+    data = yaml.safe_load(path.read_text()) or {}
+    unknown = set(data) - _PROFILE_KEYS
+    if unknown:  # a new setting must be mapped below, or the two run paths would differ
+        raise SforgeError(f"{path}: sforge's in-process run does not apply "
+                          f"{', '.join(sorted(unknown))}; map it in sforge/workflow.py")
+    return data
 
 
 def _memory_mb() -> int:
@@ -50,8 +63,8 @@ def _memory_mb() -> int:
 def run(job: Run) -> bool:
     """Make `job.targets`; True when every target was made."""
     if not SNAKEFILE.is_file():
-        raise SforgeError(f"Snakefile not found at {SNAKEFILE}: install sforge from its "
-                          "repository (pip install -e .)")
+        raise SforgeError(f"Snakefile not found at {SNAKEFILE}: the sforge installation is "
+                          "incomplete (reinstall it)")
     if job.profile:
         return _run_cli(job)
     return _run_api(job)
@@ -71,31 +84,34 @@ def _run_api(job: Run) -> bool:
         StorageSettings,
     )
 
+    profile = settings()
     # Default: progress only; quiet: nothing; -vv: Snakemake's log of every job.
     quiet = {Quietness.HOST} if job.verbose >= 2 else {Quietness.RULES, Quietness.HOST}
     if job.quiet:
         quiet |= {Quietness.PROGRESS}
     try:
-        with SnakemakeApi(OutputSettings(quiet=quiet, dryrun=job.dryrun)) as api:
+        with SnakemakeApi(OutputSettings(quiet=quiet)) as api:
             if job.progress is not None and not job.quiet:
                 _attach(job.progress, hide_chatter=job.verbose < 2)
+            # docker_builds: the Snakefile sets it from config (one setting for every path)
             wf = api.workflow(
-                resource_settings=ResourceSettings(
-                    cores=job.cores, resources={"mem_mb": _memory_mb(), "docker_builds": 2}),
+                resource_settings=ResourceSettings(cores=job.cores,
+                                                   resources={"mem_mb": _memory_mb()}),
                 config_settings=ConfigSettings(config=job.config),
                 storage_settings=StorageSettings(),
                 snakefile=SNAKEFILE,
                 workdir=Path(job.config["results"]).resolve(),
             )
             dag = wf.dag(DAGSettings(targets=set(job.targets),
-                                     rerun_triggers=set(RERUN_TRIGGERS)))
+                                     rerun_triggers=set(profile.get("rerun-triggers", ()))))
             dag.execute_workflow(
-                pseudo_executor="dryrun" if job.dryrun else None,
-                execution_settings=ExecutionSettings(keep_going=job.keep_going,
-                                                     use_threads=True, lock=False,
-                                                     **SHARED_RESULTS),
-                # the ILP scheduler starts a solver process per round: ~0.2 s a judge here
-                scheduling_settings=SchedulingSettings(scheduler="greedy"),
+                execution_settings=ExecutionSettings(
+                    keep_going=True, use_threads=bool(profile.get("force-use-threads")),
+                    lock=not profile.get("nolock"),
+                    keep_incomplete=bool(profile.get("keep-incomplete")),
+                    ignore_incomplete=bool(profile.get("ignore-incomplete"))),
+                scheduling_settings=SchedulingSettings(
+                    scheduler=profile.get("scheduler", "greedy")),
                 scheduler_settings=GreedySchedulerSettings(),
                 greedy_scheduler_settings=GreedySchedulerSettings(),
             )
@@ -125,8 +141,6 @@ def _attach(handler: Any, hide_chatter: bool) -> None:
 def _run_cli(job: Run) -> bool:
     import hashlib
 
-    import yaml
-
     from .fileio import atomic_write_text
 
     # --config would turn nested values into strings; a config file keeps their types. It
@@ -137,16 +151,14 @@ def _run_cli(job: Run) -> bool:
     configfile = results / ".sforge" / f"config-{digest}.yaml"
     if not configfile.exists():
         atomic_write_text(configfile, text)
-    profile = Path(job.profile).resolve() if Path(job.profile).exists() else job.profile
-    if not Path(job.profile).exists() and (REPO_ROOT / "profiles" / job.profile).is_dir():
-        profile = REPO_ROOT / "profiles" / job.profile  # a bare name: --profile slurm
+    assert job.profile is not None
+    profile: str | Path = job.profile
+    if Path(job.profile).exists():
+        profile = Path(job.profile).resolve()
+    elif (PROFILES / job.profile).is_dir():
+        profile = PROFILES / job.profile  # a bare name: --profile slurm
+    # The workflow profile (profiles/default beside the Snakefile) is loaded by Snakemake.
     args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
             "--directory", str(results), "--profile", str(profile),
-            "--rerun-triggers", *RERUN_TRIGGERS, "--configfile", str(configfile),
-            *SHARED_RESULTS_ARGS]
-    if job.keep_going:
-        args.append("--keep-going")
-    if job.dryrun:
-        args.append("--dry-run")
-    args += job.extra_args + list(job.targets)
-    return subprocess.run(args, cwd=REPO_ROOT).returncode == 0
+            "--configfile", str(configfile), "--keep-going", *job.targets]
+    return subprocess.run(args, cwd=WORKFLOW_DIR).returncode == 0

@@ -89,7 +89,7 @@ def dry_run(python: str, profile: Path, tmp: Path, n: int) -> subprocess.Complet
     return subprocess.run(
         [python, "-m", "snakemake", "grade", "--profile", str(profile), "--dry-run",
          "--directory", str(tmp / "results"), "--config", f"benchmark={bench}",
-         f"results={tmp / 'results'}", "verify_images=False"],
+         f"results={tmp / 'results'}"],
         cwd=REPO, capture_output=True, text=True, timeout=300, env={**env, "HOME": str(home)})
 
 

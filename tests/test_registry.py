@@ -82,3 +82,20 @@ def test_registry_unreachable_is_a_clear_error(minibench, docker_client):
     proc = minibench.run("--registry", "127.0.0.1:9", "build")
     assert proc.returncode != 0 and "unreachable" in proc.stderr
     assert f"127.0.0.1:9/{tag}" in proc.stderr
+
+
+def test_plan_and_list_ask_the_registry_as_build_does(minibench, registry, docker_client):
+    """Defect 4: with a registry, plan and list see what build sees."""
+    minibench.run("--registry", registry, "build", "--push", check=True)
+    remove_images(docker_client, minibench.name)
+    plan = minibench.run("--registry", registry, "plan", check=True)
+    assert "0 of 7 image(s) to make" in plan.stdout, plan.stdout
+    listed = json.loads(minibench.run("--registry", registry, "list", "--json",
+                                      check=True).stdout)
+    assert {t["state"] for t in listed["tasks"]} == {"built"}
+    fresh = minibench.results.parent / "fresh"
+    plan = minibench.run("--registry", registry, "plan", results=fresh, check=True)
+    assert "7 of 7 image(s) to make" in plan.stdout
+    assert plan.stdout.count("in the registry, no build") == 7, plan.stdout
+    build = minibench.run("--registry", registry, "build", results=fresh, check=True)
+    assert "0 built, 7 already present" in summary(build)

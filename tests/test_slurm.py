@@ -167,7 +167,7 @@ def test_profile_plans_judges_in_groups(executor, tmp_path):
     proc = run([sys.executable, "-m", "snakemake", "grade", "--profile", "profiles/slurm",
                 "--dry-run",
                 "--directory", str(tmp_path / "results"), "--config", f"benchmark={bench}",
-                f"results={tmp_path / 'results'}", "verify_images=False"],
+                f"results={tmp_path / 'results'}"],
                cwd=REPO, timeout=120)
     text = proc.stdout + proc.stderr
     assert "Using profiles profiles/slurm and workflow specific profile profiles/default" in text

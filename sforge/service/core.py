@@ -144,7 +144,7 @@ class Service:
             for ref in prepare_images(self.pipe, [task_id]):
                 if not self.pipe.sentinel(ref).exists():
                     log.info("building %s", ref.tag)
-                    make_image_target(self.pipe, ref.kind, ref.name, ref.digest)
+                    make_image_target(self.pipe, self.pipe.sentinel(ref))
             self._ready.add(task_id)
 
     # submissions ----------------------------------------------------------------------
