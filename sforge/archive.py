@@ -78,7 +78,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from .errors import InfrastructureError, SforgeError
 from .model import SubmissionRules
@@ -238,7 +238,7 @@ def _decompressed(fh: BinaryIO) -> IO[bytes]:
     magic = fh.read(6)
     fh.seek(0)
     if magic[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=fh, mode="rb")
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
     if magic[:3] == b"BZh":
         return bz2.BZ2File(fh, mode="rb")
     if magic == b"\xfd7zXZ\x00":
@@ -487,12 +487,12 @@ class _Filter:
             if "acl" not in self.keep or link:
                 self.change(path, f"ACL {name} dropped (task keeps no ACLs)")
                 continue
-            value, dropped = acl_from_text(text)
+            acl, dropped = acl_from_text(text)
             for entry in dropped:
                 self.change(path, f"ACL entry {entry!r} of {name} dropped: only numeric ids "
                             "can be kept (pack with GNU tar --xattrs --xattrs-include='*')")
-            if len(value) > 4:
-                kept[name] = value.decode("utf-8", "surrogateescape")
+            if len(acl) > 4:
+                kept[name] = acl.decode("utf-8", "surrogateescape")
         return _Meta(mode, m.mtime, uid, gid, tuple(sorted(kept.items())))
 
     def grow(self, size: int) -> None:
@@ -515,7 +515,7 @@ class _Filter:
         class _CountedInfo(tarfile.TarInfo):
             def _proc_member(self, tarfile_: tarfile.TarFile):  # type: ignore[override]
                 filt.header(self)
-                return super()._proc_member(tarfile_)
+                return super()._proc_member(tarfile_)  # type: ignore[misc]
 
         return _CountedInfo
 
@@ -584,7 +584,7 @@ class _Filter:
         self.links[path] = (m.linkname, self.meta(path, m, link=True))
         return self.accept(path, "link")
 
-    def write_file(self, path: str, meta: _Meta, size: int, src: object) -> None:
+    def write_file(self, path: str, meta: _Meta, size: int, src: Any) -> None:
         self.out.addfile(_out_info(path, tarfile.REGTYPE, meta, size), src)
         start = self.spool.tell() - (-(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE)
         self.files[path] = (start, size, meta)

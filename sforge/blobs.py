@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -21,7 +22,7 @@ class BlobError(SforgeError):
     pass
 
 
-def blob_urls(bench: Benchmark, env: dict[str, str] | None = None) -> list[str]:
+def blob_urls(bench: Benchmark, env: Mapping[str, str] | None = None) -> list[str]:
     """$SFORGE_BLOB_URL first, then the benchmark's blob_url."""
     env = os.environ if env is None else env
     return [u.rstrip("/") for u in (env.get("SFORGE_BLOB_URL"), bench.blob_url) if u]

@@ -17,8 +17,8 @@ from typing import IO
 
 from .blobs import ensure_blob
 from .clock import now_iso
-from .engine import BuildFailed, ContainerEngine
-from .errors import InfrastructureError, SforgeError
+from .engine import ContainerEngine
+from .errors import BuildFailed, InfrastructureError, SforgeError
 from .fileio import atomic_write_json, read_json
 from .images import BASE_ARG, CONTEXT_DIRS, WORK_ARG, ImageRef, context_blobs
 from .pipeline import Pipeline
@@ -27,16 +27,9 @@ from .planner import Presence, presence
 LOG_TAIL = 25
 
 
-class ImageBuildError(SforgeError):
-    def __init__(self, ref: ImageRef, message: str, log: Path | None = None,
-                 tail: list[str] | None = None):
-        self.ref, self.log, self.tail = ref, log, tail or []
-        text = f"{ref.label} ({ref.tag}): {message}"
-        if self.tail:
-            text += "\n    " + "\n    ".join(self.tail)
-        if log:
-            text += f"\n  full log: {log}"
-        super().__init__(text)
+def _refused(ref: ImageRef, message: str, log: Path | None = None,
+             tail: list[str] | None = None) -> BuildFailed:
+    return BuildFailed(message, label=f"{ref.label} ({ref.tag})", log=log, tail=tail)
 
 
 def _top(source: str) -> str:
@@ -67,7 +60,7 @@ def _refuse_judge_images(ref: ImageRef, dockerfile: Path, engine: ContainerEngin
 
     uses = judge_image_uses(dockerfile, engine.image_tags)
     if uses:
-        raise ImageBuildError(ref, f"a {ref.kind} image must not read a judge image (the "
+        raise _refused(ref, f"a {ref.kind} image must not read a judge image (the "
                               "hidden grader and tests would leak):\n  " + "\n  ".join(
                                   f"{dockerfile}:{line}: {msg}" for line, msg in uses))
 
@@ -179,7 +172,7 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
         if ref.kind == "work":
             leaks = judge_leaks(task.dir / "environment" / "Dockerfile")
             if leaks:
-                raise ImageBuildError(ref, "the work image cannot see judge/ (its build context "
+                raise _refused(ref, "the work image cannot see judge/ (its build context "
                                       "is environment/ only, so hidden tests never leak):\n  "
                                       + "\n  ".join(leaks))
         for blob in context_blobs(task, ref.kind):
@@ -206,7 +199,7 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
             hint = ""
             if "judge" in str(exc) and ref.kind == "work":
                 hint = " (the work build sees only environment/)"
-            raise ImageBuildError(ref, f"build failed: {exc}{hint}", log, list(tail)) from None
+            raise _refused(ref, f"build failed: {exc}{hint}", log, list(tail)) from None
         finally:
             context.close()
     return _record(ref, log, image_id=image_id, built_at=now_iso(), reused=False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def validate(config: dict[str, Any], source: str = "config") -> None:
 
 
 def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None,
-                env: dict[str, str] | None = None) -> dict[str, Any]:
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Defaults < config.yaml < environment (SFORGE_BENCHMARK, SFORGE_REGISTRY) < overrides."""
     env = os.environ if env is None else env
     config = defaults()

@@ -13,11 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import IO
 
-from .errors import InfrastructureError, SforgeError
-
-
-class BuildFailed(SforgeError):
-    """The Dockerfile itself failed (a task problem, not infrastructure)."""
+from .errors import BuildFailed, InfrastructureError
 
 
 class ContainerEngine(ABC):

@@ -23,3 +23,19 @@ class DefinitionError(SforgeError):
 
 class InfrastructureError(SforgeError):
     """Docker daemon, registry or disk trouble: never a verdict, never a result file."""
+
+
+class BuildFailed(SforgeError):
+    """A Dockerfile failed or was refused (a task problem, not infrastructure). The engine
+    raises it with Docker's message; the build adds the image, the tail of its log and
+    where the whole log is."""
+
+    def __init__(self, message: str, *, label: str | None = None, log: Path | None = None,
+                 tail: list[str] | None = None):
+        self.reason, self.log, self.tail = message, log, tail or []
+        text = f"{label}: {message}" if label else message
+        if self.tail:
+            text += "\n    " + "\n    ".join(self.tail)
+        if log:
+            text += f"\n  full log: {log}"
+        super().__init__(text)

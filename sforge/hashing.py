@@ -43,6 +43,7 @@ class HashCache:
         self.salt = salt  # e.g. the sforge version: parsed values depend on the code
         self._entries: dict[str, list] = {}
         self._parsed: dict[str, list] = {}
+        self._noted: dict[str, list] = {}  # this process's own writes, never persisted
         self._dirty = False
         if path is not None and path.is_file():
             try:
@@ -68,6 +69,9 @@ class HashCache:
         hit = self._entries.get(key)
         if isinstance(hit, list) and len(hit) == 5 and hit[:4] == ident:
             return hit[4]
+        noted = self._noted.get(key)
+        if noted is not None and noted[:4] == ident:
+            return noted[4]
         digest = file_sha256(key)
         # "Racily clean": a file modified within the filesystem's timestamp granularity of
         # this read could change again with no visible stat change, so it is not cached.
@@ -75,6 +79,13 @@ class HashCache:
             self._entries[key] = [*ident, digest]
             self._dirty = True
         return digest
+
+    def note(self, path: Path | str, digest: str) -> None:
+        """The sha256 of a file this process has just written (hashing it as it went), so
+        it is not read again to be hashed. Kept in memory only: a file this new is too
+        recent to trust its stat on disk ("racily clean")."""
+        key = os.fspath(path)
+        self._noted[key] = [*self._ident(os.stat(key)), digest]
 
     def parsed(self, path: Path | str, parse: Callable[[Path], Any]) -> Any:
         """`parse(path)` (a JSON-able value, e.g. validated TOML), memoized by stat identity."""

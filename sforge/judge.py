@@ -44,7 +44,6 @@ Decisions:
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import logging
@@ -68,6 +67,7 @@ from docker.types import LogConfig
 from . import __version__, owner
 from .archive import ArchiveError, ArchiveLimits, FilteredArchive, filter_submission
 from .errors import InfrastructureError
+from .hashing import file_sha256
 from .model import Task
 from .results import EvalResult, eval_key
 from .units import parse_memory
@@ -159,17 +159,6 @@ def _daemon(client: docker.DockerClient) -> str:
     return f"unix://{socket_path}" if socket_path else str(client.api.base_url)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    try:
-        with path.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as exc:  # the file, not its content: not a verdict
-        raise InfrastructureError(f"cannot read submission archive {path}: {exc}") from None
-    return digest.hexdigest()
-
-
 class _LogWriter:
     """The judge's stdout+stderr to `path`: the first LOG_HEAD_BYTES straight to a temporary
     file, the last LOG_TAIL_BYTES in memory, a "… N bytes cut …" line between; the file
@@ -221,6 +210,13 @@ class _LogWriter:
         self.tmp.unlink(missing_ok=True)
 
 
+def _archive_sha256(path: Path) -> str:
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        raise InfrastructureError(f"cannot read submission archive {path}: {exc}") from None
+
+
 def _write_log(path: Path, chunks: Iterable[bytes], trailer: str) -> None:
     """The judge's output (head and tail kept), then sforge's own trailer lines."""
     writer = _LogWriter(path)
@@ -256,11 +252,12 @@ def parse_result(raw: bytes) -> tuple[str | None, dict[str, Any]]:
         return "result.json has no 'valid' field", fields
     if not isinstance(valid, bool):
         return f"result.json: 'valid' must be true or false, got {valid!r}", fields
-    score = data.get("score")
-    number = isinstance(score, int | float) and not isinstance(score, bool)
-    if number:
+    given = data.get("score")
+    number = isinstance(given, int | float) and not isinstance(given, bool)
+    score: Any = given
+    if isinstance(given, int | float) and number:
         try:
-            score = float(score)
+            score = float(given)
         except OverflowError:
             score = math.inf
     finite = number and math.isfinite(score)
@@ -524,7 +521,7 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
     and OOM kills, is a result.
     """
     archive = Path(archive)
-    submission = submission or _sha256(archive)
+    submission = submission or _archive_sha256(archive)
     settings = task.judge_settings()
     wall = float(timeout if timeout is not None else task.judge.timeout_sec)
 

@@ -64,6 +64,12 @@ class Layout:
         """Archives given to `sforge eval`, by source and task, named by their sha256."""
         return self.root / "submissions"
 
+    @property
+    def experiments(self) -> Path:
+        """Archives graded with overridden settings (`sforge eval --timeout`): kept for
+        their results, never among the submissions the leaderboard grades."""
+        return self.root / "experiments"
+
     # tables -----------------------------------------------------------------
     @property
     def scores(self) -> Path:

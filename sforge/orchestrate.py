@@ -8,15 +8,15 @@ Progress notes go to stderr through `say`; outcomes are returned.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as dt
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from .clock import now_iso
 from .errors import SforgeError
+from .grading import judged_task
 from .images import ImageRef
 from .pipeline import EvalTarget, Pipeline
 from .planner import (
@@ -333,18 +333,24 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
     task = pipe.bench.tasks.get(task_id)
     if task is None:
         raise SforgeError(f"unknown or broken task {task_id!r}")
-    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    now = now_iso()
+    # An override makes an experiment: its result is kept under its own key (the settings
+    # are in it), but the archive stays out of the submissions the leaderboard grades,
+    # which would grade it again under the task's own settings.
+    store = pipe.layout.experiments if timeout else pipe.layout.store
+    if timeout:
+        say(f"--timeout {timeout:g} overrides [judge] timeout_sec: an experiment, graded "
+            "under its own key; the archive is not added to the leaderboard's submissions")
     if archive == "-":
-        sub = store_archive(pipe.layout.store, source, task.id, stdin or sys.stdin.buffer, now)
+        sub = store_archive(store, source, task.id, stdin or sys.stdin.buffer, now)
     else:
         path = Path(archive)
         if not path.is_file():
             raise SforgeError(f"{path}: archive not found")
         with path.open("rb") as fh:
-            sub = store_archive(pipe.layout.store, source, task.id, fh, now)
-    if timeout:
-        task = dataclasses.replace(task, judge=dataclasses.replace(task.judge,
-                                                                   timeout_sec=timeout))
+            sub = store_archive(store, source, task.id, fh, now)
+    pipe.cache.note(sub.path, sub.sha256)  # hashed while stored: not read again to hash
+    task = judged_task(task, timeout)
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)
     if force:
@@ -436,7 +442,7 @@ def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
     submissions) `times` times in fresh containers; nothing is stored as a result. A grader
     whose verdicts differ passes or fails by chance (timing, randomness, network).
     → outcomes, and the tasks that have no reference to judge."""
-    from .archive import ArchiveLimits
+    from .grading import archive_limits, container_limits
     from .judge import run_judge
     from .targets import engine
 
@@ -447,7 +453,7 @@ def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
     missing = [t for t, subs in refs.items() if not subs]
     if any(refs.values()):
         sweep()
-    limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
+    limits, bounds = archive_limits(pipe.config), container_limits(pipe.config)
     for task in tasks:
         if not refs[task.id]:
             continue
@@ -457,7 +463,8 @@ def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
             verdicts = []
             for i in range(times):
                 log = pipe.layout.root / "check" / "repeat" / task.id / f"{sub.sha256[:12]}-{i}.log"
-                r = run_judge(engine().client, tag, task, sub.path, limits=limits, log_path=log)
+                r = run_judge(engine().client, tag, task, sub.path, limits=limits, log_path=log,
+                              container_limits=bounds, submission=sub.sha256)
                 verdicts.append((r.valid, r.score, r.reason or r.summary))
             outcomes.append(RepeatOutcome(task.id, sub.path, verdicts))
     return outcomes, missing

@@ -161,7 +161,7 @@ def plan_grading(pipe: Pipeline, ids: list[str] | None = None) -> GradePlan:
     pending = [p for p in results if not p.exists()]
     regrade = 0
     if pending:
-        wanted = {p.parent: set() for p in pending}
+        wanted: dict[Path, set[str]] = {p.parent: set() for p in pending}
         current = set(results)
         by_path = {p: s.sha256 for s, p in records}
         for folder in wanted:

@@ -91,10 +91,21 @@ def _capped_dict(data: dict[str, Any], budget: int) -> dict[str, Any]:
     return out
 
 
+# How sforge itself grades: the archive filter and its limits, what metadata extraction
+# keeps, the judge container's hardening, how result.json is read. It is part of every eval
+# key, so bump it when (and only when) a change to any of those can move a verdict: every
+# result then re-grades once, and `sforge plan` says how many. History:
+#   1  the key records the contract (archive headers count toward the size cap, a corrupt
+#      archive is an invalid result, judge containers bounded in pids).
+GRADING_CONTRACT = 1
+
+
 def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any]) -> str:
-    """Same key, same result: judge image, archive bytes and the judge's runtime settings."""
-    blob = json.dumps({"judge": judge_tag, "submission": submission_sha256,
-                       "settings": settings}, sort_keys=True)
+    """Same key, same result: judge image, archive bytes, the judge's runtime settings and
+    the grading contract."""
+    blob = json.dumps({"contract": GRADING_CONTRACT, "judge": judge_tag,
+                       "submission": submission_sha256, "settings": settings},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 

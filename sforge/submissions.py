@@ -8,7 +8,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from .hashing import HashCache
 
@@ -87,7 +87,7 @@ def discover(roots: list[Path], cache: HashCache) -> list[Submission]:
     return found
 
 
-def store_archive(store: Path, source: str, task: str, src: BinaryIO,
+def store_archive(store: Path, source: str, task: str, src: IO[bytes],
                   submitted_at: str, meta: dict[str, Any] | None = None) -> Submission:
     """Copy an archive into the store under its sha256 (content-addressed), with a sidecar
     (submitted_at plus `meta`: elapsed_s, agent, model). The first submission's sidecar

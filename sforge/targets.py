@@ -108,9 +108,9 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     result is set aside into history/ and graded again. Returning normally always means the
     result file exists, so Snakemake never sees this job fail because another won the race.
     """
-    from .archive import ArchiveLimits
     from .claims import holding
-    from .judge import DEADLINE_GRACE_S, ContainerLimits, run_judge
+    from .grading import archive_limits, container_limits
+    from .judge import DEADLINE_GRACE_S, run_judge
     from .results import load_result
 
     task = target.spec
@@ -134,15 +134,13 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
         if claim is None:
             assert other is not None
             return other  # graded meanwhile by another process
-        limits = ArchiveLimits(**pipe.config.get("archive_limits", {}))
         log = pipe.layout.eval_log(task.id, target.key)
-        result = run_judge(eng.client, target.judge.tag, task, target.archive, limits=limits,
-                           log_path=log, container_limits=ContainerLimits(
-                               **pipe.config.get("judge_limits", {})))
-        result.key = target.key
-        result.submission = target.sha256
-        result.judge_image = target.judge.tag
-        result.log = str(log)
+        # The target's key and sha256 are handed down: the judge neither hashes the archive
+        # again nor has its result fields patched afterwards.
+        result = run_judge(eng.client, target.judge.tag, task, target.archive,
+                           limits=archive_limits(pipe.config), log_path=log, key=target.key,
+                           submission=target.sha256,
+                           container_limits=container_limits(pipe.config))
         return result.write(out)
 
 

@@ -3,7 +3,9 @@
 
 No Snakemake and no results directory: the judge image is the one the task's files hash to
 (build it first with `sforge build --task ID`), or --image. Shares the judge-run code with
-`sforge eval`. Usage: tools/judge_local.py TASK_DIR ARCHIVE [--image TAG] [--timeout S]
+`sforge eval`, and its limits (config.yaml's archive_limits and judge_limits) and eval key
+(--timeout included). Usage: tools/judge_local.py TASK_DIR ARCHIVE [--image TAG]
+[--timeout S] [--config FILE]
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import json
 import sys
 from pathlib import Path
 
-from sforge.archive import ArchiveLimits
+from sforge.config import user_config
 from sforge.engine import DockerEngine
 from sforge.errors import SforgeError
+from sforge.grading import archive_limits, container_limits, judged_task
 from sforge.hashing import HashCache, file_sha256
 from sforge.images import task_refs
 from sforge.loader import load_benchmark
@@ -29,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("archive", type=Path, help="a .tar or .tar.gz submission archive")
     ap.add_argument("--image", help="judge image to run (default: the task's judge tag)")
     ap.add_argument("--timeout", type=float, help="wall clock (default: [judge] timeout_sec)")
+    ap.add_argument("--config", type=Path,
+                    help="config file for archive_limits and judge_limits (default: sforge's "
+                         "config.yaml), as `sforge --config`")
     args = ap.parse_args(argv)
     try:
         task_dir = args.task_dir.resolve()
@@ -42,11 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         if engine.image_id(image) is None:
             raise SforgeError(f"judge image {image} is not built "
                               f"(sforge -b {bench.root} build --task {task.id})")
+        # The same task as judged, limits and key as `sforge eval --timeout S` uses.
+        config = user_config(args.config, {})
+        task = judged_task(task, args.timeout)
         sha = file_sha256(args.archive)
         from sforge.judge import run_judge
 
-        result = run_judge(engine.client, image, task, args.archive, limits=ArchiveLimits(),
-                           timeout=args.timeout, submission=sha,
+        result = run_judge(engine.client, image, task, args.archive,
+                           limits=archive_limits(config),
+                           container_limits=container_limits(config), submission=sha,
                            key=eval_key(image, sha, task.judge_settings()))
     except SforgeError as exc:
         print(f"judge_local: error: {exc}", file=sys.stderr)

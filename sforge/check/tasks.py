@@ -251,8 +251,8 @@ def check_benchmark(root: Path) -> list[Finding]:
         bench = load_benchmark(root)
     except DefinitionError as exc:
         return [_definition_finding(exc, root)]
-    for exc in bench.errors:
-        add(_definition_finding(exc, root))
+    for err in bench.errors:
+        add(_definition_finding(err, root))
     for task in bench.tasks.values():
         findings += judge_risks(task)
     git = _Git(root)

@@ -19,7 +19,7 @@ def toml_lines(text: str) -> dict[str, int]:
     """Dotted field → 1-based line, for every table header and key: 'judge.memory',
     'blobs[0].path', 'score.rescale'. Good enough for locating what the loader names."""
     lines: dict[str, int] = {}
-    table, counts = "", {}
+    table, counts = "", dict[str, int]()
     depth = 0  # inside a multi-line array or inline table: no keys to find there
     for no, raw in enumerate(text.splitlines(), 1):
         if depth == 0 and (m := _HEADER.match(raw)):

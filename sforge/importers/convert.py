@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -249,7 +250,7 @@ def _write(draft: Draft, target: Path, into: Path, base: str | None, moved: list
                  "the judge gets none")
     if draft.cpus or draft.memory:
         notes.append("cpus/memory from the source apply to the work container and the judge")
-    imported = {"format": draft.fmt, "source": str(draft.source),
+    imported: dict[str, Any] = {"format": draft.fmt, "source": str(draft.source),
                 "imported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 **_git_commit(draft.source)}
     if draft.agent_timeout_sec:

@@ -134,7 +134,7 @@ def _cached_entry(entry: Any, path: str) -> list[Any] | None:
 
 
 def read_results(paths: Iterable[str], cache: Path | None = None, *,
-                 on_unreadable: Callable[[str, str], None] | None = None,
+                 on_unreadable: Callable[[str, str], object] | None = None,
                  prune: bool = True) -> dict[str, tuple[Any, ...]]:
     """path → the result fields scores.csv needs (_RESULT_FIELDS), for each distinct path.
 

@@ -10,7 +10,7 @@ active or a second final submission, 413 an archive over the upload cap (nothing
 # No `from __future__ import annotations`: FastAPI reads the dependency annotations of
 # the endpoints, which name types local to create_app.
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -328,7 +328,7 @@ async def read_form(request: Request, cap: int):
     from starlette.datastructures import FormData
     from starlette.formparsers import MultiPartException, MultiPartParser
 
-    async def capped() -> AsyncIterator[bytes]:
+    async def capped() -> AsyncGenerator[bytes, None]:
         seen = 0
         async for chunk in request.stream():
             seen += len(chunk)

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import os
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import SforgeError
@@ -26,7 +27,7 @@ def same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
 
-def admin_token(path: Path, env: dict[str, str] | None = None) -> str:
+def admin_token(path: Path, env: Mapping[str, str] | None = None) -> str:
     """SFORGE_ADMIN_TOKEN, else the token in `path`, made (mode 0600) when absent."""
     env = os.environ if env is None else env
     if env.get(ADMIN_ENV):

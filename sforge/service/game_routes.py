@@ -18,7 +18,7 @@ from .games import GameError, GameSessions
 
 def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
                     api_error: type) -> None:
-    Who = who_type
+    Who: Any = who_type  # an Annotated dependency type, made by the caller
 
     def fail(exc: GameError) -> Exception:
         return api_error(exc.status, exc.message, exc.headers, **exc.extra)

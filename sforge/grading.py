@@ -1,0 +1,38 @@
+"""The grading contract's parts that every grader shares: the task as judged (with an
+override), and the archive and container limits from the configuration.
+
+`sforge eval`, the Snakemake rule, the judge service and tools/judge_local.py all grade
+through these, so the same archive under the same settings gets the same key and the same
+limits everywhere. The one grading function itself is `sforge.targets.grade`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .archive import ArchiveLimits
+    from .judge import ContainerLimits
+    from .model import Task
+
+
+def judged_task(task: Task, timeout: float | None = None) -> Task:
+    """`task` with `timeout` (seconds) as its judge's wall clock; the eval key follows the
+    judge settings, so an override is graded under a key of its own."""
+    if not timeout:
+        return task
+    return dataclasses.replace(task, judge=dataclasses.replace(task.judge,
+                                                               timeout_sec=float(timeout)))
+
+
+def archive_limits(config: dict[str, Any]) -> ArchiveLimits:
+    from .archive import ArchiveLimits
+
+    return ArchiveLimits(**(config.get("archive_limits") or {}))
+
+
+def container_limits(config: dict[str, Any]) -> ContainerLimits:
+    from .judge import ContainerLimits
+
+    return ContainerLimits(**(config.get("judge_limits") or {}))
