@@ -120,10 +120,10 @@ def find_files(pipe: Pipeline) -> list[Garbage]:
         task = path.parent.name
         if task in broken or not path.is_file() or TEMP.match(path.name):
             continue
-        name = split_archive_name(path.name)
-        if task not in pipe.bench.tasks and (name or path.suffix == ".json"):
+        stem = split_archive_name(path.name)
+        if task not in pipe.bench.tasks and (stem or path.suffix == ".json"):
             add("archive", path, f"stored for task {task}, no longer in the benchmark")
-        elif name is None and path.suffix == ".json" and not any(
+        elif stem is None and path.suffix == ".json" and not any(
                 path.with_name(path.stem + s).exists() for s in ARCHIVE_SUFFIXES):
             add("archive", path, "sidecar of an archive that is gone")
 

@@ -19,6 +19,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 import numpy as np
@@ -37,7 +38,7 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
 _SVG = "http://www.w3.org/2000/svg"
 _XLINK = "http://www.w3.org/1999/xlink"
-_RC = {"svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT,
+_RC: Any = {"svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT,
        "axes.labelsize": FONT, "xtick.labelsize": FONT - 1, "ytick.labelsize": FONT - 1,
        "legend.fontsize": FONT - 1}
 
