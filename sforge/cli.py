@@ -103,16 +103,16 @@ def cmd_plan(args) -> int:
     for d in out.decisions:
         ref = d.ref
         print(f"{d.action} {ref.kind:5} {ref.name:30} {ref.tag}  ({d.reason})")
+    g = out.grading
+    print(f"{len(g.pending)} of {len(g.results)} result(s) to grade"
+          + (f" ({g.regrade} re-grade: judge image, settings or grading contract changed)"
+             if g.regrade else ""))
     build = sum(1 for d in out.decisions if d.action == "build")
     record = len(out.decisions) - build
     print(f"{len(out.images)} image(s): {build} to build, {record} present under their tag "
           f"(only recorded, no build), {len(out.images) - len(out.decisions)} up to date"
           + ("" if out.found.known else
              "; Docker daemon unreachable, so image presence is unknown"))
-    g = out.grading
-    print(f"{len(g.pending)} of {len(g.results)} result(s) to grade"
-          + (f" ({g.regrade} re-grade: judge image, settings or grading contract changed)"
-             if g.regrade else ""))
     return 1 if _report_broken(pipe) else 0
 
 

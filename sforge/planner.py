@@ -114,14 +114,14 @@ def plan_images(pipe: Pipeline, refs: list[ImageRef], found: Presence, force: bo
     out = []
     for ref in refs:
         sentinel = pipe.sentinel(ref)
-        where = ("the daemon" if ref.tag in (found.local or ()) else "the registry")
+        where = "" if ref.tag in (found.local or ()) else " (in the registry)"
         if force:
             out.append(Decision(ref, "build", "forced"))
         elif not sentinel.exists():
             older = sorted(p.stem for p in sentinel.parent.glob("*.json")) \
                 if sentinel.parent.is_dir() else []
             if found.has(ref):
-                out.append(Decision(ref, "record", f"present under its tag in {where}, no build"))
+                out.append(Decision(ref, "record", f"present under its tag, no build{where}"))
             elif older:
                 out.append(Decision(ref, "build", f"new hash (was {', '.join(older[-3:])})"))
             else:

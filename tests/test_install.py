@@ -33,7 +33,7 @@ def test_non_editable_install_runs_from_elsewhere(tmp_path, docker_client):
                            cwd=elsewhere, env=env, capture_output=True, text=True)
     assert where.stdout.startswith(str(target)), where.stdout
     plan = sforge("plan")
-    assert plan.returncode == 0 and "7 of 7 image(s) to make" in plan.stdout, plan.stderr
+    assert plan.returncode == 0 and "7 image(s): 7 to build" in plan.stdout, plan.stderr
     # `report` runs the installed Snakefile in-process (tables of an empty benchmark)
     report = sforge("report")
     assert report.returncode == 0, report.stderr[-3000:]

@@ -13,7 +13,7 @@ def test_snakemake_lint_is_clean(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", "--lint", "--snakefile", str(REPO / "Snakefile"),
          "--directory", str(tmp_path), "--config", f"benchmark={REPO / 'edgebench'}",
-         f"results={tmp_path}", "verify_images=False"],
+         f"results={tmp_path}"],
         capture_output=True, text=True, cwd=REPO, timeout=300)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

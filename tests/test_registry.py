@@ -89,13 +89,13 @@ def test_plan_and_list_ask_the_registry_as_build_does(minibench, registry, docke
     minibench.run("--registry", registry, "build", "--push", check=True)
     remove_images(docker_client, minibench.name)
     plan = minibench.run("--registry", registry, "plan", check=True)
-    assert "0 of 7 image(s) to make" in plan.stdout, plan.stdout
+    assert "7 image(s): 0 to build, 0 present" in plan.stdout, plan.stdout
     listed = json.loads(minibench.run("--registry", registry, "list", "--json",
                                       check=True).stdout)
     assert {t["state"] for t in listed["tasks"]} == {"built"}
     fresh = minibench.results.parent / "fresh"
     plan = minibench.run("--registry", registry, "plan", results=fresh, check=True)
-    assert "7 of 7 image(s) to make" in plan.stdout
-    assert plan.stdout.count("in the registry, no build") == 7, plan.stdout
+    assert "7 image(s): 0 to build, 7 present" in plan.stdout, plan.stdout
+    assert plan.stdout.count("no build (in the registry)") == 7, plan.stdout
     build = minibench.run("--registry", registry, "build", results=fresh, check=True)
     assert "0 built, 7 already present" in summary(build)
