@@ -426,3 +426,44 @@ def test_sigterm_drains(bench, docker_client):
         assert second["result"]["score"] == 2.0 and second["interrupted"] == 0
     finally:
         assert handle.stop() == 0
+
+
+def test_service_and_sforge_grade_judge_each_key_once(tmp_path, docker_client):
+    """The service and `sforge grade` on one results directory at once: the per-key claim
+    of the one grading function lets each key be judged by one of them only."""
+    name = copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
+    bench_dir, results = tmp_path / "bench", tmp_path / "results"
+    archives = [tgz({"answer.txt": str(i), "sleep.txt": "1"}) for i in range(4)]
+    try:
+        handle = start_service(bench_dir, results, port=0, max_concurrent=2)
+        try:
+            admin = handle.client()
+            admin.register_run("quick", "warm")  # judge image built before the race
+            _, token = admin.register_run("quick", "both", source="run-both")
+            client = ServiceClient(handle.url, token)
+            client.wait(client.submit(tgz({"answer.txt": "9"}))["id"], timeout_s=120)
+            judge = next(t for i in docker_client.images.list() for t in i.tags
+                         if t.startswith(f"{name}.judge.quick:"))
+            for i, data in enumerate(archives):
+                path = bench_dir / "submissions" / "batch" / "quick" / f"a{i}.tar.gz"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+            time.sleep(1.5)  # `docker events --since` counts whole seconds
+            since = int(time.time())
+            grade = subprocess.Popen([os.sys.executable, "-m", "sforge", "-b", str(bench_dir),
+                                      "--results", str(results), "grade", "-j", "2"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subs = [client.submit(data) for data in archives]
+            done = [client.wait(s["id"], timeout_s=180)["result"] for s in subs]
+            out, err = grade.communicate(timeout=300)
+            assert grade.returncode == 0, err
+        finally:
+            assert handle.stop() == 0
+        assert [r["score"] for r in done] == [0.0, 1.0, 2.0, 3.0]
+        events = subprocess.run(
+            ["docker", "events", "--since", str(since), "--until", str(int(time.time()) + 1),
+             "--filter", "event=create", "--filter", f"image={judge}",
+             "--format", "{{.ID}}"], capture_output=True, text=True, timeout=60)
+        assert len(events.stdout.split()) == 4, events.stdout  # one judge per key
+    finally:
+        remove_images(docker_client, name)

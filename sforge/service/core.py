@@ -93,14 +93,12 @@ class Service:
         return self.pipe.eval_target(task_id, sha256, archive)
 
     def stored(self, target: EvalTarget, source: str) -> dict[str, Any] | None:
-        """The result already in the eval store under this key, as a view."""
-        from ..results import EvalResult
+        """The result already in the eval store under this key, as a view (an unreadable
+        one is set aside and graded again, as everywhere)."""
+        from ..results import load_result
 
-        path = self.pipe.eval_path(target)
-        try:
-            return self.view(EvalResult.read(path), source)
-        except (OSError, ValueError, TypeError, SforgeError):
-            return None  # absent or unreadable: grade it
+        result = load_result(self.pipe.eval_path(target))
+        return None if result is None else self.view(result, source)
 
     def view(self, result, source: str) -> dict[str, Any]:
         from ..orchestrate import result_view
@@ -110,7 +108,6 @@ class Service:
     def grade_submission(self, sub: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Runs in a judge thread: (the stored result, False), or (the verdict of the one
         grading function, True)."""
-        from ..archive import ArchiveError
         from ..errors import InfrastructureError
         from ..targets import grade
 
@@ -122,11 +119,10 @@ class Service:
             return stored, False
         try:
             self.prepare(sub["task"])
+            # grade() holds the per-key claim, so the service, `sforge grade` and other
+            # services on this results directory judge a key once; it answers a bad archive
+            # with an invalid result (the reason), written like any other.
             return self.view(grade(self.pipe, target), source), True
-        except ArchiveError as exc:
-            return {"task": sub["task"], "submission": sub["sha256"], "key": sub["key"],
-                    "source": source, "valid": False, "score": None, "rescaled": None,
-                    "summary": "", "reason": str(exc), "details": [], "rejected": []}, True
         except InfrastructureError:
             self._ready.discard(sub["task"])  # look at the images again next time
             raise
