@@ -152,13 +152,12 @@ def load_task(task_dir: Path, bases: dict[str, Path], cache: HashCache | None = 
 
     environment = Environment(**env_raw)
     # The judge inherits the work container's limits unless it states its own.
-    judge = Judge(
-        cmd=judge_raw["cmd"],
-        timeout_sec=judge_raw.get("timeout_sec", 600),
-        internet=judge_raw.get("internet", False),
-        cpus=judge_raw.get("cpus", environment.cpus or 1.0),
-        memory=judge_raw.get("memory", environment.memory or "2g"),
-    )
+    # Defaults are Judge's own (model.py): one place for each.
+    inherited = {k: v for k, v in (("cpus", environment.cpus),
+                                   ("memory", environment.memory)) if v is not None}
+    judge = Judge(**{**inherited, **{k: v for k, v in judge_raw.items()
+                                     if k in ("cmd", "timeout_sec", "internet", "cpus",
+                                              "memory")}})
     sub_raw = data.get("submission", {})
     return Task(
         id=task_id,
