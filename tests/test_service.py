@@ -467,3 +467,45 @@ def test_service_and_sforge_grade_judge_each_key_once(tmp_path, docker_client):
         assert len(events.stdout.split()) == 4, events.stdout  # one judge per key
     finally:
         remove_images(docker_client, name)
+
+
+def test_service_bound_to_its_parent_exits_when_the_parent_is_killed(bench, tmp_path):
+    """`sforge run` starts its own service bound to itself: kill -9 of the run must not
+    leave that service behind; a service not bound to its starter outlives it."""
+    bench_dir, root, _, _ = bench
+    script = (
+        "import sys, time\n"
+        "from sforge.service.launch import start_service\n"
+        "bound = sys.argv[3] == 'bound'\n"
+        "h = start_service(sys.argv[1], sys.argv[2], port=None,\n"
+        "                  socket=sys.argv[2] + '/svc.sock', bound_to_parent=bound)\n"
+        "print(h.process.pid, flush=True)\n"
+        "time.sleep(300)\n")
+    pids = {}
+    for mode in ("bound", "free"):
+        results = tmp_path / mode
+        results.mkdir()
+        parent = subprocess.Popen([os.sys.executable, "-c", script, str(bench_dir),
+                                   str(results), mode], stdout=subprocess.PIPE, text=True)
+        pids[mode] = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        with open(f"/proc/{pid}/stat") as fh:  # a zombie has exited
+            return fh.read().split(")")[1].split()[0] != "Z"
+
+    deadline = time.monotonic() + 30
+    while alive(pids["bound"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        assert not alive(pids["bound"]), "a bound service outlived its killed parent"
+        assert alive(pids["free"]), "an unbound service must outlive its starter"
+    finally:
+        for pid in pids.values():
+            if alive(pid):
+                os.kill(pid, 15)

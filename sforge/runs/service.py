@@ -42,7 +42,7 @@ def started_service(pipe, port: int | None = None) -> Iterator[ServiceRef]:
 
     folder = Path(tempfile.mkdtemp(prefix="sforge-svc-"))
     handle = start_service(pipe.bench.root, pipe.layout.root.parent, port=port,
-                           socket=folder / "service.sock")
+                           socket=folder / "service.sock", bound_to_parent=True)
     try:
         yield ServiceRef(handle.address if port is None else str(handle.url),
                          handle.admin_token)

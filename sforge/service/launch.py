@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import SforgeError
 from .auth import admin_token as read_admin_token
+from .server import PARENT_ENV
 
 
 @dataclass
@@ -58,12 +59,15 @@ def start_service(benchmark: str | Path, results: str | Path, *,
                   socket: str | Path | None = None, max_concurrent: float | None = None,
                   max_pending: int | None = None, config: str | Path | None = None,
                   admin_token: str | None = None, env: dict[str, str] | None = None,
-                  log: str | Path | None = None, timeout: float = 60.0) -> ServiceHandle:
+                  log: str | Path | None = None, timeout: float = 60.0,
+                  bound_to_parent: bool = False) -> ServiceHandle:
     """`sforge serve` in a child process; returns once it answers /health.
 
     port=0 picks a free port (the URL is read back from the service); port=None with a
     socket listens on the socket only. `admin_token` is passed as SFORGE_ADMIN_TOKEN;
-    else the service's token file is read.
+    else the service's token file is read. `bound_to_parent`: the service drains and exits
+    when this process dies, even by kill -9 (what `sforge run` wants of the service it
+    starts for itself; a shared service outlives its starter).
     """
     from ..loader import load_benchmark_name
 
@@ -87,6 +91,9 @@ def start_service(benchmark: str | Path, results: str | Path, *,
     child_env = {**os.environ, **(env or {})}
     if admin_token:
         child_env["SFORGE_ADMIN_TOKEN"] = admin_token
+    child_env.pop(PARENT_ENV, None)
+    if bound_to_parent:
+        child_env[PARENT_ENV] = str(os.getpid())
     (directory / "address.json").unlink(missing_ok=True)
     with open(log_path, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env,

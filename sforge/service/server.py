@@ -24,6 +24,8 @@ from ..fileio import atomic_write_json
 from ..pipeline import Pipeline
 
 DEFAULT_PORT = 8765
+# Set by `start_service(bound_to_parent=True)`: the pid whose death ends this service.
+PARENT_ENV = "SFORGE_SERVE_PARENT"
 log = logging.getLogger("sforge.service")
 
 
@@ -128,8 +130,21 @@ def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None
                    "admin_token_file": None if os.environ.get("SFORGE_ADMIN_TOKEN")
                    else str(directory / "admin.token")}
 
+        async def watch_parent(pid: int) -> None:
+            """Drain and exit once the process that started us is gone (kill -9 included:
+            we are then re-parented), so a run's own service is never orphaned."""
+            while not server.should_exit:
+                if os.getppid() != pid:
+                    log.warning("parent process %d is gone: draining", pid)
+                    server.should_exit = True
+                    return
+                await asyncio.sleep(1.0)
+
         async def main() -> None:
             task = asyncio.create_task(server.serve(sockets=sockets))
+            parent = os.environ.get(PARENT_ENV, "")
+            watcher = asyncio.create_task(watch_parent(int(parent))) \
+                if parent.isdigit() else None
             while not server.started and not task.done():
                 await asyncio.sleep(0.02)
             if server.started:
@@ -140,6 +155,8 @@ def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None
                       f"{address['admin_token_file'] or '$SFORGE_ADMIN_TOKEN'}",
                       file=sys.stderr, flush=True)
             await task
+            if watcher is not None:
+                watcher.cancel()
 
         # uvicorn re-raises the signal it caught once it has shut down; with this handler
         # that ends here, and the finally below still cleans up.
