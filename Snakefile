@@ -20,6 +20,7 @@ include: "rules/blobs.smk"
 include: "rules/images.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/doctor.smk"
 include: "rules/runs.smk"
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from common import row, sforge, timed
+from common import remove_images, row, sforge, timed
 from genbench import make_benchmark
 
 
@@ -60,10 +59,7 @@ def main() -> None:
                             str(ctx)])
             row("  reference: plain `docker build` of that judge (cache hit)", direct)
         finally:
-            ids = subprocess.run(["docker", "images", "-q", "--filter",
-                                  f"reference={name}*"], capture_output=True, text=True).stdout
-            subprocess.run(["docker", "rmi", "-f", *sorted(set(ids.split()))],
-                           capture_output=True)
+            remove_images(name)
 
 
 if __name__ == "__main__":

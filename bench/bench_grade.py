@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import subprocess
 import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from common import row, sforge, timed
+from common import remove_images, row, sforge, timed
 from genbench import make_benchmark
 
 
@@ -37,12 +36,6 @@ def batch(bench: Path, n: int, tasks: list[str]) -> None:
         write_archive(bench / "submissions" / f"src{i % 4}" / tasks[i % len(tasks)]
                       / f"run{i}.tar.gz", f"{i % 10}.{i}")
 
-
-def cleanup(name: str) -> None:
-    ids = subprocess.run(["docker", "images", "-q", "--filter", f"reference={name}*"],
-                         capture_output=True, text=True).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rmi", "-f", *sorted(set(ids))], capture_output=True)
 
 
 def per_eval(tmp: Path, n: int) -> None:
@@ -69,7 +62,7 @@ def per_eval(tmp: Path, n: int) -> None:
         row("one `sforge eval`, start to finish", one, "goal ≤ 1 s")
         row("  floor: one `docker run --rm` of that judge", run1)
     finally:
-        cleanup(name)
+        remove_images(name)
 
 
 def parallel(tmp: Path, n: int, jobs: int) -> None:
@@ -87,7 +80,7 @@ def parallel(tmp: Path, n: int, jobs: int) -> None:
         rerun = timed(sforge(bench, results, "grade"), repeat=3)
         row(f"re-running the fully graded batch of {n}", rerun, "goal ≤ 2 s")
     finally:
-        cleanup(name)
+        remove_images(name)
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from common import row, sforge, timed
+from common import remove_images, row, sforge, timed
 from genbench import make_benchmark
 
 
@@ -37,12 +37,6 @@ def start_registry(root: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("docker-registry did not start")
 
 
-def remove_local(name: str) -> None:
-    ids = subprocess.run(["docker", "images", "-q", "--filter", f"reference={name}*"],
-                         capture_output=True, text=True).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rmi", "-f", *sorted(set(ids))], capture_output=True)
-
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
@@ -57,7 +51,7 @@ def main() -> None:
         try:
             full = timed(sforge(bench, tmp / "r-full", "--registry", reg, "build", "--push",
                                 "-j", "2"))
-            remove_local(name)
+            remove_images(name)
             run_sh = bench / "tasks" / "task0003" / "judge" / "run.sh"
             run_sh.write_text(run_sh.read_text() + "# edited\n")
             incremental = timed(sforge(bench, tmp / "r-fresh", "--registry", reg, "build",
@@ -67,7 +61,7 @@ def main() -> None:
             row("fresh runner: empty daemon, warm registry, one task edited", incremental,
                 f"{full / incremental:.1f}× faster")
         finally:
-            remove_local(name)
+            remove_images(name)
             registry.terminate()
 
 

@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from common import row, sforge
+from common import remove_images, row, sforge
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -137,11 +137,7 @@ def main() -> None:
         start_figures(bench, results, name, tmp)
         throughput(bench, results, name, tmp)
     finally:
-        ids = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
-                              "--filter", f"reference={name}*"],
-                             capture_output=True, text=True).stdout.split()
-        if ids:
-            subprocess.run(["docker", "rmi", "-f", *sorted(set(ids))], capture_output=True)
+        remove_images(name)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

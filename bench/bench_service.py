@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import row, sforge, timed
+from common import remove_images, row, sforge, timed
 from genbench import make_benchmark
 
 from sforge.service.client import ServiceClient, ServiceError
@@ -51,13 +51,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 def cleanup(name: str) -> None:
-    import subprocess
-
-    ids = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
-                          "--filter", f"reference={name}*"],
-                         capture_output=True, text=True).stdout.split()
-    if ids:
-        subprocess.run(["docker", "rmi", "-f", *sorted(set(ids))], capture_output=True)
+    remove_images(name)
 
 
 def overhead(tmp: Path, n: int) -> None:

@@ -1,18 +1,24 @@
-"""Grading through SLURM beside grading locally, on the same machine and the same batch.
+"""Grading through SLURM beside grading locally, on the same batch, on one node or several.
 
 A generated benchmark (bench/genbench.py: judges that work `--work` seconds with 1 CPU) and
-`-n` distinct submission archives spread over its tasks. The images are built first (not
-timed). Then, each from an empty results directory holding only the image sentinels:
-- locally: `sforge grade -j <CPUs>`;
+`-n` distinct submission archives spread over its tasks, in a directory the nodes share
+(`--dir`, default <repo>/results/bench_slurm/: the repository is shared at the same path on
+every node). The images are built first on this host (not timed), and pushed when a
+registry is set (`--registry` or SFORGE_REGISTRY): nodes with their own Docker daemon then
+pull the judge images they need during the first SLURM run. Then, each from an empty
+results directory holding only the image sentinels:
+- locally: `sforge grade -j <CPUs of this host>`;
 - through SLURM: `sforge grade --profile profiles/slurm`, once per grouping factor N
   (`--groups`; the profile's own N when not given; other N through a copy of the profile).
 With `--stock`, also through the stock executor (`executor: slurm`, same keys) for
-comparison. Printed: wall time, SLURM jobs, wall seconds per judge and CPU slot, the wall
-time each SLURM job adds beyond the local run, and the ratio to the local wall time (goal
-≤ 2×). The result files of every run must agree (score and validity per eval key).
+comparison. Printed: wall time, SLURM jobs, wall seconds per judge and slot, the wall time
+each SLURM job adds beyond the local run, the ratio to the local wall time (goal ≤ 2×),
+and per node: SLURM jobs, judges run, and the time its pulls of judge images took. The
+result files of every run must agree (score and validity per eval key).
 
-Needs a single-node SLURM with this machine as its node: `bash scripts/slurm_up.sh`, or
-pass `--up` to start it here (and stop it afterwards with scripts/slurm_down.sh).
+Needs a SLURM cluster whose nodes see this repository and `--dir` at the same paths: the
+one-node cluster of `bash scripts/slurm_up.sh` (or `--up`), or several nodes with their own
+Docker daemons: `bash scripts/slurm_nodes.sh up 2; eval "$(bash scripts/slurm_nodes.sh env)"`.
 """
 
 from __future__ import annotations
@@ -25,11 +31,11 @@ import re
 import shutil
 import subprocess
 import tarfile
-import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
-from common import SFORGE
+from common import SFORGE, remove_images
 from genbench import make_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,10 +65,13 @@ def profile_value(pattern: str) -> int:
 
 
 def profile_with(n: int, where: Path, stock: bool = False) -> Path:
-    """A copy of profiles/slurm grouping n judges per SLURM job (stock: executor slurm)."""
+    """A copy of profiles/slurm grouping n judges per SLURM job (stock: executor slurm) that
+    keeps the SLURM logs of successful jobs (judges and pulls per node are read from them)."""
     where.mkdir(parents=True, exist_ok=True)
     text = re.sub(r"^(\s+judge:\s*)\d+", rf"\g<1>{n}", (PROFILE / "config.yaml").read_text(),
                   count=1, flags=re.M)
+    text = re.sub(r"^sforge-slurm-keep-successful-logs: false$",
+                  "sforge-slurm-keep-successful-logs: true", text, flags=re.M)
     if stock:
         text = re.sub(r"^executor: sforge-slurm$", "executor: slurm", text, flags=re.M)
         text = re.sub(r"^sforge-slurm-", "slurm-", text, flags=re.M)
@@ -87,11 +96,42 @@ def results(root: Path, name: str) -> dict[str, tuple]:
     return out
 
 
-def slurm_ready() -> bool:
+def slurm_nodes() -> dict[str, int]:
+    """Nodes that can take a job now (idle or partly used) → their CPUs."""
     if not shutil.which("sinfo"):
-        return False
-    proc = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True)
-    return proc.returncode == 0 and "idle" in proc.stdout
+        return {}
+    proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T %c"], capture_output=True,
+                          text=True)
+    if proc.returncode != 0:
+        return {}
+    out = {}
+    for line in proc.stdout.splitlines():
+        name, state, cpus = line.split()
+        if state in ("idle", "mixed"):
+            out[name] = int(cpus)
+    return out
+
+
+def per_node(root: Path, stderr: str) -> dict[str, dict]:
+    """node → SLURM jobs, judges run and seconds spent pulling judge images, from the run's
+    output (job ids), squeue (where each ran) and the jobs' logs (kept by profile_with)."""
+    logs = dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: (\S+?)\)", stderr))
+    if not logs:
+        return {}
+    out = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(logs), "-o", "%i %N"],
+                         capture_output=True, text=True).stdout
+    where = dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+    nodes: dict[str, dict] = defaultdict(lambda: {"jobs": 0, "judges": 0, "pull_s": 0.0,
+                                                  "pulls": 0})
+    for job, log in logs.items():
+        row = nodes[where.get(job, "?")]
+        row["jobs"] += 1
+        text = Path(log).read_text(errors="replace") if Path(log).is_file() else ""
+        row["judges"] += len(re.findall(r"^rule evaluate:", text, re.M))
+        for secs in re.findall(r"pulled \S+ on \S+ in ([0-9.]+) s", text):
+            row["pull_s"] += float(secs)
+            row["pulls"] += 1
+    return dict(nodes)
 
 
 def main() -> None:
@@ -107,80 +147,90 @@ def main() -> None:
     ap.add_argument("--up", action="store_true",
                     help="start SLURM with scripts/slurm_up.sh, stop it afterwards")
     ap.add_argument("--timeout", type=float, default=1800, help="per run, seconds")
+    ap.add_argument("--dir", type=Path, default=REPO / "results" / "bench_slurm",
+                    help="where the benchmark and results go: shared with the nodes at the "
+                         "same path (default <repo>/results/bench_slurm)")
+    ap.add_argument("--registry", default=os.environ.get("SFORGE_REGISTRY"),
+                    help="push the images there (nodes with their own daemon pull them); "
+                         "default $SFORGE_REGISTRY")
     args = ap.parse_args()
 
     if args.up:
         subprocess.run(["bash", str(REPO / "scripts" / "slurm_up.sh")], check=True)
     try:
-        if not slurm_ready():
-            raise SystemExit("no idle SLURM node: run `bash scripts/slurm_up.sh` (as root) "
-                             "or pass --up")
-        measure(args)
+        nodes = slurm_nodes()
+        if not nodes:
+            raise SystemExit("no SLURM node can take a job: run `bash scripts/slurm_up.sh` "
+                             "(as root) or pass --up; several nodes: scripts/slurm_nodes.sh")
+        measure(args, nodes)
     finally:
         if args.up:
             subprocess.run(["bash", str(REPO / "scripts" / "slurm_down.sh")])
 
 
-def measure(args) -> None:
+def measure(args, nodes: dict[str, int]) -> None:
     cpus = os.cpu_count() or 1
     default_n = profile_value(r"^\s+judge:\s*(\d+)")
-    job_cpus = min(cpus, profile_value(r"^cores:\s*(\d+)"))  # a group job's width
-    side_by_side = max(1, cpus // job_cpus)  # group jobs running at once on this node
+    width = profile_value(r"^cores:\s*(\d+)")  # a group job's CPUs
+    # group jobs running at once over the cluster (the same on one node: what fits side by side)
+    side_by_side = max(1, sum(c // width for c in nodes.values()))
     runs = [(n, False) for n in (args.groups or [default_n])]
     if args.stock:
         runs.append((default_n, True))
     name = f"slurmbench{int(time.time())}"
-    with tempfile.TemporaryDirectory(prefix="bench_slurm.") as tmp:
-        tmp = Path(tmp)
+    tmp = args.dir.resolve() / name
+    tmp.mkdir(parents=True)
+    registry = ["--registry", args.registry] if args.registry else []
+    rows, nodes_seen = [], {}
+    try:
         bench = tmp / "bench"
         ids = make_benchmark(bench, args.tasks, name=name, work_s=args.work, cpus=1)
         make_submissions(bench, ids, args.n)
         built = tmp / "built"
-        try:
-            run([*SFORGE, "-b", str(bench), "--results", str(built), "build", "-j",
-                 str(cpus)], args.timeout)
-            sentinels = built / name / "images"
+        run([*SFORGE, "-b", str(bench), "--results", str(built), *registry, "build", "-j",
+             str(cpus), *(["--push"] if args.registry else [])], args.timeout)
+        sentinels = built / name / "images"
 
-            def fresh(label: str) -> Path:
-                root = tmp / label
-                shutil.copytree(sentinels, root / name / "images")
-                return root
+        def fresh(label: str) -> Path:
+            root = tmp / label
+            shutil.copytree(sentinels, root / name / "images")
+            return root
 
-            rows = []
-            local_root = fresh("local")
-            wall, _ = run([*SFORGE, "-b", str(bench), "--results", str(local_root), "grade",
-                           "-j", str(cpus)], args.timeout)
-            reference = results(local_root, name)
-            if len(reference) != args.n:
-                raise SystemExit(f"local run graded {len(reference)} of {args.n}")
-            local = wall
-            rows.append((f"local, sforge grade -j {cpus}", "-", "-", wall))
+        local_root = fresh("local")
+        wall, _ = run([*SFORGE, "-b", str(bench), "--results", str(local_root), "grade",
+                       "-j", str(cpus)], args.timeout)
+        reference = results(local_root, name)
+        if len(reference) != args.n:
+            raise SystemExit(f"local run graded {len(reference)} of {args.n}")
+        local = wall
+        rows.append((f"local, sforge grade -j {cpus}", "-", "-", wall))
 
-            for n, stock in runs:
-                label = f"{'stock' if stock else 'sforge'}{n}"
-                profile = PROFILE if n == default_n and not stock else \
-                    profile_with(n, tmp / f"profile-{label}", stock)
-                root = fresh(f"slurm-{label}")
-                wall, proc = run([*SFORGE, "-b", str(bench), "--results", str(root), "grade",
-                                  "--profile", str(profile)], args.timeout)
-                jobs = len(re.findall(r"submitted with SLURM jobid", proc.stderr))
-                got = results(root, name)
-                if got != reference:
-                    diff = {k for k in set(got) | set(reference) if got.get(k) != reference.get(k)}
-                    raise SystemExit(f"SLURM (N={n}) results differ from local: {len(diff)} "
-                                     f"eval(s), e.g. {sorted(diff)[:3]}")
-                executor = "slurm (stock)" if stock else "sforge-slurm"
-                rows.append((f"SLURM, executor {executor}, judge={n}", n, jobs, wall))
-        finally:
-            out = subprocess.run(["docker", "images", "-q", "--filter", f"reference={name}*"],
-                                 capture_output=True, text=True).stdout
-            if out.split():
-                subprocess.run(["docker", "rmi", "-f", *sorted(set(out.split()))],
-                               capture_output=True)
+        for n, stock in runs:
+            label = f"{'stock' if stock else 'sforge'}{n}"
+            profile = profile_with(n, tmp / f"profile-{label}", stock)
+            root = fresh(f"slurm-{label}")
+            wall, proc = run([*SFORGE, "-b", str(bench), "--results", str(root), *registry,
+                              "grade", "--profile", str(profile)], args.timeout)
+            jobs = len(re.findall(r"submitted with SLURM jobid", proc.stderr))
+            got = results(root, name)
+            if got != reference:
+                diff = {k for k in set(got) | set(reference) if got.get(k) != reference.get(k)}
+                raise SystemExit(f"SLURM (N={n}) results differ from local: {len(diff)} "
+                                 f"eval(s), e.g. {sorted(diff)[:3]}")
+            executor = "slurm (stock)" if stock else "sforge-slurm"
+            rows.append((f"SLURM, executor {executor}, judge={n}", n, jobs, wall))
+            nodes_seen[rows[-1][0]] = per_node(root, proc.stderr)
+    finally:
+        remove_images(name)  # by tag: generated benchmarks share image IDs
+        shutil.rmtree(tmp, ignore_errors=True)
 
+    listed = ", ".join(f"{k}: {v} CPUs" for k, v in nodes.items())
+    where = "SLURM node = this machine" if len(nodes) == 1 else \
+        f"{len(nodes)} SLURM nodes ({listed})"
     print(f"{args.n} archives over {args.tasks} tasks, judges working {args.work:g} s with "
-          f"1 CPU; {cpus} CPUs, SLURM node = this machine; group jobs {job_cpus} CPU(s) wide, "
-          f"{side_by_side} at a time")
+          f"1 CPU; this host {cpus} CPUs; {where}; group jobs {width} CPU(s) wide, "
+          f"{side_by_side} at a time" + (f"; images pulled from {args.registry}"
+                                         if args.registry else ""))
     print(f"  {'run':44} {'N':>4} {'jobs':>5} {'wall s':>8} {'s/judge·slot':>13} "
           f"{'s added/job':>12} {'× local':>8}")
     for label, n, jobs, wall in rows:
@@ -189,11 +239,16 @@ def measure(args) -> None:
             if isinstance(jobs, int) and jobs else "-"
         print(f"  {label:44} {n!s:>4} {jobs!s:>5} {wall:8.1f} {per:11.2f} s {extra:>12} "
               f"{wall / local:7.2f}×")
-    print("  s/judge·slot: wall × CPUs / archives (the floor is the judge's own work, "
-          f"{args.work:g} s);")
+        for node, row in sorted(nodes_seen.get(label, {}).items()):
+            pull = (f"{row['pulls']} judge image(s) pulled in {row['pull_s']:.1f} s"
+                    if row["pulls"] else "no pulls (images already there)")
+            print(f"      node {node:12} {row['jobs']:3} job(s) {row['judges']:5} judges   {pull}")
+    print("  s/judge·slot: wall × CPUs of this host / archives (the floor is the judge's own "
+          f"work, {args.work:g} s);")
     print("  s added/job: (wall − local wall) × group jobs at a time / SLURM jobs: what one "
           "SLURM job costs\n  beyond grading its judges (Snakemake start on the node, "
           "queue, polling). Goal: SLURM ≤ 2× local.")
+    print("  pull time: summed over a node's pulls (the judges of a job wait for their image)")
     for label, _, _, wall in rows[1:]:
         verdict = "meets" if wall <= 2 * local else "MISSES"
         print(f"  {label}: {wall / local:.2f}× local, {verdict} the 2× goal")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,20 @@ def timed(cmd: list[str], repeat: int = 1, check: bool = True, **kw) -> float:
 
 def sforge(bench: Path, results: Path, *args: str) -> list[str]:
     return [*SFORGE, "-b", str(bench), "--results", str(results), *args]
+
+
+def remove_images(prefix: str, docker_host: str | None = None) -> list[str]:
+    """Remove the images tagged `<prefix>*` by tag, never by ID: generated benchmarks share
+    layers (and so image IDs) through the build cache, and removing an ID removes every
+    tag on it, another benchmark's included. → the tags removed."""
+    env = {**os.environ, "DOCKER_HOST": docker_host} if docker_host else None
+    out = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}",
+                          "--filter", f"reference={prefix}*"],
+                         capture_output=True, text=True, env=env).stdout.split()
+    tags = sorted({t for t in out if not t.endswith(":<none>")})
+    if tags:
+        subprocess.run(["docker", "rmi", "-f", *tags], capture_output=True, env=env)
+    return tags
 
 
 def row(label: str, seconds: float, goal: str = "") -> None:

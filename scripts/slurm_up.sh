@@ -6,9 +6,10 @@
 # idle. Idempotent: a cluster already up with the same config is left alone (a changed
 # config restarts the daemons). Stop it with scripts/slurm_down.sh.
 #
-# The config must be at /etc/slurm/slurm.conf (not $SLURM_CONF): the executor plugin's job
-# step drops SLURM_CONF from the environment. An existing slurm.conf that this script did
-# not write is never replaced (set SFORGE_SLURM_FORCE=1 to replace it, a backup is kept).
+# The config goes to /etc/slurm/slurm.conf so that every client finds it without
+# SLURM_CONF (SLURM_CONF works as well: scripts/slurm_nodes.sh uses only it). An existing
+# slurm.conf that this script did not write is never replaced (set SFORGE_SLURM_FORCE=1 to
+# replace it, a backup is kept).
 set -euo pipefail
 
 CONF=/etc/slurm/slurm.conf

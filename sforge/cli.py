@@ -6,6 +6,7 @@ This module parses arguments and prints; what each command does is in sforge.orc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -274,6 +275,20 @@ def _repeat_findings(args, config) -> list:
     return found
 
 
+def cmd_doctor(args) -> int:
+    from .doctor import doctor, table
+
+    pipe = _pipeline(_config(args))
+    checks = doctor(pipe, args.profile, _execution(args))
+    failed = [c for c in checks if not c.ok]
+    if args.json:
+        print(json.dumps([dataclasses.asdict(c) for c in checks], indent=1))
+        return 1 if failed else 0
+    print(table(checks))
+    print(f"sforge doctor: {len(checks) - len(failed)} OK, {len(failed)} to fix")
+    return 1 if failed else 0
+
+
 # import -------------------------------------------------------------------------------
 def cmd_import(args) -> int:
     from .importers import import_tasks
@@ -509,6 +524,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="judge each task's reference N times; differing verdicts are an error")
     _task_opt(p)
     _jobs_opt(p)
+
+    p = _add(sub, "doctor", cmd_doctor, "check this host and every cluster node: one table",
+             "Check what building and grading need, on this host and, with --profile, in one\n"
+             "small job per SLURM node (pinned with --nodelist): Python and the venv (its\n"
+             "python must exist on every node), `docker info`, the judge images (in the\n"
+             "node's daemon or pullable from the registry), the results directory (readable,\n"
+             "writable, shared at the same path) and the clock. A node's job also sweeps the\n"
+             "judge containers killed jobs left there. Exit 0 only if every check is OK.")
+    _jobs_opt(p)
+    p.add_argument("--json", action="store_true",
+                   help="print the checks as JSON (node, check, ok, detail, fix)")
 
     p = _add(sub, "import", cmd_import, "convert Harbor or Terminal-Bench tasks into a benchmark",
              "Convert Harbor or Terminal-Bench tasks (each SRC a task directory or a directory\n"

@@ -82,6 +82,7 @@ OWNER_HOST_LABEL = "sforge.owner.host"
 OWNER_START_LABEL = "sforge.owner.start"  # process start time: a reused pid is not its owner
 DEADLINE_LABEL = "sforge.deadline"  # epoch seconds after which nobody waits for it any more
 TASK_LABEL = "sforge.task"
+KEY_LABEL = "sforge.key"  # the eval key: which result a container's run was for
 MAX_RESULT_BYTES = 16 << 20
 LOG_HEAD_BYTES = 8 << 20
 LOG_TAIL_BYTES = 8 << 20
@@ -282,7 +283,9 @@ class _JudgeRun:
     LIVE_LOG = True
 
     def __init__(self, client: docker.DockerClient, image: str, task: Task,
-                 timeout: float, log_path: Path | None, limits: ContainerLimits | None = None):
+                 timeout: float, log_path: Path | None, limits: ContainerLimits | None = None,
+                 key: str = ""):
+        self.key = key
         self.api = client.api
         self.daemon = _daemon(client)
         self.image = image
@@ -315,7 +318,8 @@ class _JudgeRun:
                     working_dir=env.cwd,
                     environment={"SFORGE_CPUS": _fmt_num(judge.cpus),
                                  "SFORGE_MEMORY": judge.memory},
-                    labels={**_owner_labels(deadline=deadline), TASK_LABEL: self.task.id},
+                    labels={**_owner_labels(deadline=deadline), TASK_LABEL: self.task.id,
+                            KEY_LABEL: self.key},
                     host_config=self._host_config(writable),
                     detach=True,
                 )
@@ -524,6 +528,7 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
     submission = submission or _archive_sha256(archive)
     settings = task.judge_settings()
     wall = float(timeout if timeout is not None else task.judge.timeout_sec)
+    key = key or eval_key(image, submission, settings)
 
     try:
         filtered = filter_submission(archive, task.submission, limits, task.environment.cwd)
@@ -554,7 +559,7 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
         if filtered.refused:
             return refused(filtered.refused, filtered.rejected)
         run = _JudgeRun(client, image, task, wall, log_path,
-                        container_limits or ContainerLimits())
+                        container_limits or ContainerLimits(), key)
         return _grade(run, filtered, result)
 
 

@@ -70,6 +70,11 @@ class Layout:
         their results, never among the submissions the leaderboard grades."""
         return self.root / "experiments"
 
+    # sforge doctor ----------------------------------------------------------
+    def doctor_report(self, run: str, node: str) -> Path:
+        """What one node found about itself, written by a job on that node."""
+        return self.root / ".sforge" / "doctor" / run / f"{node}.json"
+
     # tables -----------------------------------------------------------------
     @property
     def scores(self) -> Path:

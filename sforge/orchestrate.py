@@ -261,15 +261,12 @@ def sweep() -> None:
     died or whose deadline passed (never a live run's). Without a daemon there is nothing to
     sweep, and the command itself says whether it needs one."""
     from .errors import InfrastructureError
-    from .judge import sweep_stale_containers
-    from .targets import engine
+    from .targets import sweep_orphans
 
     try:
-        removed = sweep_stale_containers(engine().client)
+        sweep_orphans()
     except InfrastructureError:
         return
-    for cid in removed:
-        say(f"removed stale judge container {cid[:12]}")
 
 
 def prepare_images(pipe: Pipeline, ids: list[str] | None) -> list[ImageRef]:

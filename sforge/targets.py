@@ -9,6 +9,9 @@ import contextlib
 import functools
 import logging
 import math
+import os
+import socket
+import sys
 import threading
 import time
 import traceback
@@ -16,8 +19,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .build import ensure_local, make_image
-from .engine import DockerEngine
+from .engine import DockerEngine, RegistryError
 from .errors import InfrastructureError, SforgeError
+from .images import ImageRef
 from .pipeline import EvalTarget, Pipeline
 from .planner import Presence
 from .results import EvalResult
@@ -84,6 +88,66 @@ def make_image_target(pipe: Pipeline, output: Path | str, *, force: bool = False
     return make_image(pipe, engine(), ref, force=force, push=push, found=found)
 
 
+# nodes ------------------------------------------------------------------------------
+def warn(message: str) -> None:
+    """A note for the job's log (stderr: a cluster job's SLURM log)."""
+    print(f"sforge: {message}", file=sys.stderr, flush=True)
+
+
+def node_name() -> str:
+    """The machine a judge runs on, as people name it: SLURM's node name inside a job."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+_sweep_lock = threading.Lock()
+_swept: list[str] | None = None
+
+
+def sweep_orphans() -> list[str]:
+    """Remove judge containers that dead sforge processes left on this machine's Docker
+    daemon, once per process, before its first judge. On a cluster node the only sforge
+    processes are jobs, so each node's next job sweeps what a killed job left there.
+    → the ids removed (by this call or the process's earlier one)."""
+    global _swept
+    with _sweep_lock:
+        if _swept is None:
+            from .judge import sweep_stale_containers
+
+            _swept = sweep_stale_containers(engine().client)
+            for cid in _swept:
+                warn(f"removed stale judge container {cid[:12]} on {node_name()}")
+        return _swept
+
+
+_pull_locks: dict[str, threading.Lock] = {}
+
+
+def ensure_judge_image(pipe: Pipeline, ref: ImageRef) -> None:
+    """The judge image in this node's daemon before grading: pulled from the registry by its
+    content tag when missing (nodes never build). No image → an infrastructure error that
+    names the node, the image and the registry, never a verdict."""
+    eng = engine()
+    with _pull_locks.setdefault(ref.tag, threading.Lock()):
+        if eng.image_id(ref.tag) is not None:
+            return
+        node = node_name()
+        if not pipe.registry:
+            raise InfrastructureError(
+                f"node {node}: judge image {ref.tag} is not in its Docker daemon and no "
+                f"registry is configured (build it: sforge build --task {ref.name}; on "
+                "several nodes build with a registry and --push)")
+        started = time.monotonic()
+        try:
+            ensure_local(pipe, eng, ref)
+        except RegistryError as exc:
+            raise InfrastructureError(
+                f"node {node}: cannot pull judge image {ref.tag} from registry "
+                f"{pipe.registry} ({exc}); push it from the build host (sforge push) and "
+                f"check that {node} reaches {pipe.registry} (sforge doctor --profile ...)"
+            ) from None
+        warn(f"pulled {pipe.remote(ref)} on {node} in {time.monotonic() - started:.1f} s")
+
+
 # grading ----------------------------------------------------------------------------
 def judge_threads(pipe: Pipeline, task_id: str) -> int:
     return max(1, math.ceil(pipe.bench.tasks[task_id].judge.cpus))
@@ -122,12 +186,9 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     if actual != target.sha256:
         raise SforgeError(f"{target.archive} changed since planning (sha256 {actual}); "
                           "run again")
+    sweep_orphans()
+    ensure_judge_image(pipe, target.judge)
     eng = engine()
-    if eng.image_id(target.judge.tag) is None:
-        if not pipe.registry:
-            raise InfrastructureError(f"judge image {target.judge.tag} is not in the Docker "
-                                      f"daemon (build it: sforge build --task {task.id})")
-        ensure_local(pipe, eng, target.judge)
     ttl = task.judge.timeout_sec + DEADLINE_GRACE_S
     with holding(pipe.layout.eval_claim(task.id, target.key), ttl, lambda: load_result(out),
                  what=f"{task.id} {target.archive}") as (claim, other):
@@ -224,3 +285,10 @@ def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
                              Path(budgets), Path(output))
         logging.getLogger("sforge.report").info("%d page(s), %d bytes", len(pages),
                                                 sum(p.stat().st_size for p in pages))
+
+
+# sforge doctor ------------------------------------------------------------------------
+def doctor_node_target(pipe: Pipeline, run: str, node: str, out: str) -> None:
+    from .doctor import node_report
+
+    node_report(pipe, run, node, Path(out))

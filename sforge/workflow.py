@@ -138,6 +138,16 @@ def _attach(handler: Any, hide_chatter: bool) -> None:
     logger.addHandler(handler)
 
 
+def resolve_profile(name: str) -> Path | str:
+    """A path (relative to the working directory), else a bare name of a directory under
+    the repository's profiles/ (`--profile slurm`), else a name Snakemake looks up itself."""
+    if Path(name).exists():
+        return Path(name).resolve()
+    if (PROFILES / name).is_dir():
+        return PROFILES / name
+    return name
+
+
 def _run_cli(job: Run) -> bool:
     import hashlib
 
@@ -152,11 +162,7 @@ def _run_cli(job: Run) -> bool:
     if not configfile.exists():
         atomic_write_text(configfile, text)
     assert job.profile is not None
-    profile: str | Path = job.profile
-    if Path(job.profile).exists():
-        profile = Path(job.profile).resolve()
-    elif (PROFILES / job.profile).is_dir():
-        profile = PROFILES / job.profile  # a bare name: --profile slurm
+    profile = resolve_profile(job.profile)
     # The workflow profile (profiles/default beside the Snakefile) is loaded by Snakemake.
     args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
             "--directory", str(results), "--profile", str(profile),

@@ -1,0 +1,16 @@
+# `sforge doctor --profile P`: one small job per cluster node, pinned to it, that checks the
+# node (Python, Docker, judge images, the shared results dir) and sweeps its orphaned judges.
+
+
+rule doctor_node:
+    output:
+        str(P.layout.root / ".sforge" / "doctor" / "{run}" / "{node}.json"),
+    wildcard_constraints:
+        run="[0-9T]+-[0-9a-f]{6}",
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+        slurm_extra=lambda w: f"--nodelist={w.node}",
+    run:
+        T.doctor_node_target(P, wildcards.run, wildcards.node, output[0])
