@@ -642,3 +642,14 @@ def sweep_stale_containers(client: docker.DockerClient, kind: str = JUDGE_LABEL)
                                       f"{exc}") from None
         removed.append(c["Id"])
     return removed
+
+
+def docker_run_args(task: Task) -> list[str]:
+    """`docker run` flags giving a container what a judge container of `task` gets (limits,
+    network, cwd, environment): the floor the grading figures are measured against."""
+    judge = task.judge
+    memory = str(parse_memory(judge.memory))
+    return ["--init", "--cpus", _fmt_num(judge.cpus), "--memory", memory,
+            "--memory-swap", memory, "--network", "bridge" if judge.internet else "none",
+            "-w", task.environment.cwd, "-e", f"SFORGE_CPUS={_fmt_num(judge.cpus)}",
+            "-e", f"SFORGE_MEMORY={judge.memory}"]

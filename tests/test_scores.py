@@ -28,6 +28,7 @@ from sforge.model import Benchmark
 from sforge.results import EvalResult
 from sforge.scores import cache as score_cache
 from sforge.scores import tables as score_tables
+from sforge.scores.parts import TablePaths, write_tables
 from sforge.submissions import Submission
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
@@ -87,9 +88,26 @@ class World:
         scores.write_leaderboard(bench, out / "best.csv", out / "scores.csv",
                                  out / "leaderboard.csv", out / "leaderboard.md",
                                  out / "budgets.csv", budgets or [2, 4, 6])
+        # The per-task path (what `sforge report` runs) makes the very same bytes.
+        assert_same_tables(bench, self.records, out, self.root / "by-task", budgets or [2, 4, 6])
         return Tables(scores.read_scores(out / "scores.csv"), scores.read_best(out / "best.csv"),
                       scores.read_leaderboard(out / "leaderboard.csv"),
                       scores.read_budgets(out / "budgets.csv"), out)
+
+
+TABLES = ("scores.csv", "best.csv", "leaderboard.csv", "leaderboard.md", "budgets.csv")
+
+
+def table_paths(out: Path) -> TablePaths:
+    return TablePaths(*(out / name for name in TABLES))
+
+
+def assert_same_tables(bench: Benchmark, records, chain: Path, out: Path,
+                       budgets: list[float]) -> int:
+    made = write_tables(bench, records, table_paths(out), budgets)
+    for name in TABLES:
+        assert (out / name).read_bytes() == (chain / name).read_bytes(), name
+    return made
 
 
 @pytest.fixture
@@ -582,3 +600,28 @@ def test_statuses_named_by_benchmark_toml_are_left_out(tmp_path, world):
     assert close(a["alpha"], 50.0)  # the category mean leaves min_task out too
     assert "Not ranked" in (t.out / "leaderboard.md").read_text()
     assert "min_task" in set(t.best["task"])  # still graded and in best.csv
+
+
+def test_per_task_tables_redo_only_the_changed_task(bench, world, tmp_path):
+    world.add("A", "max_task", 150.0, elapsed_s=60.0, agent="x")
+    _, changed = world.add("B", "max_task", 120.0, elapsed_s=7300.0)
+    world.add("A", "min_task", 40.0, elapsed_s=600.0)
+    world.add("B", "piece_task", PW_R30, model="m")
+    world.add("A", "norescale_task", 3.0)
+    out = tmp_path / "parts"
+    assert write_tables(bench, world.records, table_paths(out), [2, 4]) == 4
+    assert write_tables(bench, world.records, table_paths(out), [2, 4]) == 0
+    assert write_tables(bench, world.records, table_paths(out), [2]) == 4  # budgets changed
+    result = EvalResult.read(changed)
+    result.score = 199.0
+    result.write(changed)  # a regraded result: a new file
+    chain = tmp_path / "chain"
+    scores.write_scores(bench, world.records, chain / "scores.csv", cache=False)
+    scores.write_best(bench, chain / "scores.csv", chain / "best.csv")
+    scores.write_leaderboard(bench, chain / "best.csv", chain / "scores.csv",
+                             chain / "leaderboard.csv", chain / "leaderboard.md",
+                             chain / "budgets.csv", [2])
+    assert assert_same_tables(bench, world.records, chain, out, [2]) == 1
+    assert best_of(world.run(bench, [2]), "B", "max_task")["score"] == 199.0
+    # a submission gone from one task redoes that task alone
+    assert write_tables(bench, world.records[1:], table_paths(out), [2]) == 1

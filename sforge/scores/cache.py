@@ -133,6 +133,16 @@ def _cached_entry(entry: Any, path: str) -> list[Any] | None:
         raise _missing(path) from None
 
 
+def prune_shards(cache: Path, directories: set[str]) -> None:
+    """Drop the cache shards of result directories no longer aggregated."""
+    if not cache.is_dir():
+        return
+    keep = {_shard_path(cache, d).name for d in directories}
+    for old in cache.glob("*.json"):
+        if old.name not in keep:
+            old.unlink(missing_ok=True)
+
+
 def read_results(paths: Iterable[str], cache: Path | None = None, *,
                  on_unreadable: Callable[[str, str], object] | None = None,
                  prune: bool = True) -> dict[str, tuple[Any, ...]]:
@@ -152,7 +162,6 @@ def read_results(paths: Iterable[str], cache: Path | None = None, *,
     for path in dict.fromkeys(paths):
         by_dir.setdefault(os.path.dirname(path), []).append(path)
     out: dict[str, tuple[Any, ...]] = {}
-    shards: set[str] = set()
     parsed = 0
     for directory, members in by_dir.items():  # an I/O loop: a stat per file, a parse per change
         shard = _shard_path(cache, directory) if cache is not None else None
@@ -175,7 +184,6 @@ def read_results(paths: Iterable[str], cache: Path | None = None, *,
             out[path] = tuple(entry[1:])
         if shard is None:
             continue
-        shards.add(shard.name)
         if fresh != cached:
             finite = all(_finite(e[_SCORE_AT]) and _finite(e[_DURATION_AT])
                          for e in fresh.values())
@@ -185,10 +193,8 @@ def read_results(paths: Iterable[str], cache: Path | None = None, *,
                 atomic_write_bytes(shard, blob)
             except OSError as exc:  # a read-only results tree still aggregates, only slower
                 log.warning("cannot write the result cache %s: %s", shard, exc)
-    if prune and cache is not None and cache.is_dir():
-        for old in cache.glob("*.json"):  # directories no longer aggregated
-            if old.name not in shards:
-                old.unlink(missing_ok=True)
+    if cache is not None and prune:
+        prune_shards(cache, set(by_dir))
     log.debug("eval results: %d read, %d parsed", len(out), parsed)
     return out
 

@@ -82,15 +82,27 @@ def _joined_unique(values: pd.Series) -> str | None:
 
 def leaderboard_rows(bench: Benchmark, best: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:
     """One row per source that has graded submissions, best mean first."""
-    sources = pd.Index(sorted(scores["source"].unique()), name="source", dtype="str")
-    cats = list(category_columns(bench).values())
-    columns = {**LEADERBOARD_HEAD, **dict.fromkeys(cats, "float64"), **LEADERBOARD_TAIL}
-    if not len(sources):
-        return _empty(columns)
-    board = _means(bench, best, sources)
     people = scores.groupby("source").agg(agent=("agent", _joined_unique),
                                           model=("model", _joined_unique))
-    board = board.join(people).reset_index()
+    return board_frame(bench, best, sorted(scores["source"].unique()),
+                       {s: (a, m) for s, a, m in zip(people.index, people["agent"],
+                                                     people["model"], strict=True)})
+
+
+def board_frame(bench: Benchmark, best: pd.DataFrame, sources: list[str],
+                people: dict[str, tuple[str | None, str | None]]) -> pd.DataFrame:
+    """The leaderboard of `sources` (sorted) from best.csv's rows and each source's agents
+    and models (comma-joined, or None)."""
+    index = pd.Index(sources, name="source", dtype="str")
+    cats = list(category_columns(bench).values())
+    columns = {**LEADERBOARD_HEAD, **dict.fromkeys(cats, "float64"), **LEADERBOARD_TAIL}
+    if not len(index):
+        return _empty(columns)
+    board = _means(bench, best, index)
+    who = pd.DataFrame({"agent": [people.get(s, (None, None))[0] for s in sources],
+                        "model": [people.get(s, (None, None))[1] for s in sources]},
+                       index=index)
+    board = board.join(who).reset_index()
     board = board.sort_values(["score", "source"], ascending=[False, True], ignore_index=True)
     board["rank"] = board["score"].rank(method="min", ascending=False).fillna(0).astype("int64")
     return board[list(columns)].astype(columns)

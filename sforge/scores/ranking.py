@@ -73,7 +73,7 @@ _SUBMISSION_FIELDS = ("source", "task", "name", "sha256", "submitted_at", "elaps
 
 
 def score_rows(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
-               cache: Path | None = None) -> pd.DataFrame:
+               cache: Path | None = None, prune: bool = True) -> pd.DataFrame:
     """The scores.csv table: each submission joined with its eval result, rescaled.
 
     Sorted by task, source, name, archive, so the same inputs give the same bytes."""
@@ -81,7 +81,7 @@ def score_rows(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
     subs = sorted(dict.fromkeys(
         (s.source, s.task, s.name, s.sha256, s.submitted_at, s.elapsed_s, s.agent, s.model, str(p))
         for s, p in records), key=operator.itemgetter(1, 0, 2, 3, 8))
-    results = read_results([row[8] for row in subs], cache)
+    results = read_results([row[8] for row in subs], cache, prune=prune)
     # Column lists straight from the tuples: no row objects, no per-column type inference.
     sub_cols = dict(zip(_SUBMISSION_FIELDS, zip(*subs, strict=True) if subs else
                         [()] * len(_SUBMISSION_FIELDS), strict=True))
