@@ -644,12 +644,17 @@ def sweep_stale_containers(client: docker.DockerClient, kind: str = JUDGE_LABEL)
     return removed
 
 
-def docker_run_args(task: Task) -> list[str]:
+def docker_run_args(task: Task, limits: ContainerLimits | None = None) -> list[str]:
     """`docker run` flags giving a container what a judge container of `task` gets (limits,
-    network, cwd, environment): the floor the grading figures are measured against."""
+    lockdown, network, cwd, environment): the floor the grading figures are measured
+    against. (The writable-layer bound is left out: most daemons cannot apply it.)"""
     judge = task.judge
     memory = str(parse_memory(judge.memory))
+    locked = lockdown(limits or ContainerLimits())
     return ["--init", "--cpus", _fmt_num(judge.cpus), "--memory", memory,
             "--memory-swap", memory, "--network", "bridge" if judge.internet else "none",
+            "--log-driver", "none", "--security-opt", *locked["security_opt"],
+            "--cap-drop", "ALL", *[f"--cap-add={c}" for c in locked["cap_add"]],
+            "--pids-limit", str(locked["pids_limit"]),
             "-w", task.environment.cwd, "-e", f"SFORGE_CPUS={_fmt_num(judge.cpus)}",
             "-e", f"SFORGE_MEMORY={judge.memory}"]

@@ -43,6 +43,7 @@ class Pipeline:
     bases: dict[str, ImageRef] = field(default_factory=dict)
     refs: dict[str, dict[str, ImageRef]] = field(default_factory=dict)
     _submissions: list[Submission] | None = None
+    _records: dict[frozenset[str], list[tuple[Submission, Path]]] = field(default_factory=dict)
 
     # construction ---------------------------------------------------------------
     @classmethod
@@ -144,10 +145,14 @@ class Pipeline:
         return self.layout.eval_result(target.task, target.key)
 
     def records(self, ids: list[str] | None = None) -> list[tuple[Submission, Path]]:
-        """Each submission of the selected tasks with the result file that grades it."""
-        wanted = {t.id for t in self.tasks(ids)}
-        return [(s, self.eval_path(self.eval_target(s.task, s.sha256, s.path)))
+        """Each submission of the selected tasks with the result file that grades it
+        (computed once per selection: 100,000 eval keys are not free)."""
+        wanted = frozenset(t.id for t in self.tasks(ids))
+        if wanted not in self._records:
+            self._records[wanted] = [
+                (s, self.eval_path(self.eval_target(s.task, s.sha256, s.path)))
                 for s in self.submissions() if s.task in wanted]
+        return self._records[wanted]
 
 
 def resolve(path: str | Path) -> Path:

@@ -287,6 +287,20 @@ def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
                                                 sum(p.stat().st_size for p in pages))
 
 
+def write_tables_target(pipe: Pipeline) -> int:
+    """scores, best, leaderboard and budgets in one pass over per-task parts, computing only
+    the tasks whose results or submissions changed: what `sforge report` runs (no DAG over
+    up-to-date results). The same bytes as the scores → best → leaderboard rules.
+    → how many tasks were computed again."""
+    from .scores.parts import TablePaths, write_tables
+
+    lay = pipe.layout
+    return write_tables(pipe.bench, pipe.records(),
+                        TablePaths(lay.scores, lay.best, lay.leaderboard, lay.leaderboard_md,
+                                   lay.budgets),
+                        [float(h) for h in pipe.config.get("budgets_hours", [])])
+
+
 # sforge doctor ------------------------------------------------------------------------
 def doctor_node_target(pipe: Pipeline, run: str, node: str, out: str) -> None:
     from .doctor import node_report

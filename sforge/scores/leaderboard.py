@@ -52,10 +52,14 @@ def _task_categories(bench: Benchmark) -> pd.Series:
 
 def _grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
     """sources × every ranked task → rescaled best, 0 where none (see module doc)."""
-    grid = best.pivot_table(index="source", columns="task", values="rescaled", aggfunc="first",
-                            dropna=False)
-    return grid.reindex(index=sources, columns=list(bench.ranked_tasks)).astype(
-        "float64").fillna(0.0)
+    tasks = pd.Index(list(bench.ranked_tasks), dtype="str")
+    grid = np.zeros((len(sources), len(tasks)))
+    rows = sources.get_indexer(best["source"])
+    cols = tasks.get_indexer(best["task"])
+    values = best["rescaled"].to_numpy(dtype="float64", na_value=np.nan)
+    ok = np.flatnonzero((rows >= 0) & (cols >= 0) & np.isfinite(values))[::-1]
+    grid[rows[ok], cols[ok]] = values[ok]  # reversed: the first row of a pair wins
+    return pd.DataFrame(grid, index=sources, columns=tasks)
 
 
 def _means(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:

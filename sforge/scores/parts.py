@@ -8,9 +8,9 @@ sources × tasks grid. A task's part is keyed by a digest of its submissions (so
 archive, sidecar fields, result path), the stat of each result file (inode, size, mtime,
 ctime: results are replaced atomically, so a regraded file is a new inode), its scoring
 settings (direction, rescale table, category) and the budgets. A hit costs a stat per
-result and no parse; a miss re-reads that task's results (through the parse cache) and
-computes its rows with the very functions the single-table path uses, so both paths give
-the same bytes (tests check it). The cache only ever saves time, it never decides a score.
+result and no parse; the tasks that miss are computed together (one pass of the very
+functions the one-table path uses, then split by task), so both paths give the same bytes
+(tests check it). The cache only ever saves time, it never decides a score.
 """
 
 from __future__ import annotations
@@ -30,16 +30,14 @@ import pandas as pd
 from ..fileio import atomic_write_bytes, atomic_write_text
 from ..model import Benchmark
 from ..submissions import Submission
-from .cache import _cache_path, _dumps, _loads, _missing, _sig, prune_shards
+from .cache import _cache_path, _dumps, _loads, _missing, prune_shards
 from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
 from .ranking import best_rows, score_rows
-from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _bulk, _empty, csv_text
+from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _bulk, _empty, csv_lines
 
 log = logging.getLogger(__name__)
 
 _PARTS_VERSION = "1"
-# The per-(source, task) best within each budget: what budgets.csv averages.
-_BUDGET_BEST = ("source", "task", "budget_h", "rescaled")
 
 
 @dataclass
@@ -64,33 +62,62 @@ def _task_settings(bench: Benchmark, task_id: str) -> str:
                       sort_keys=True, default=str)
 
 
-def _part(bench: Benchmark, task_id: str, records: list[tuple[Submission, Path]],
-          hours: list[float], cache: Path) -> dict[str, Any]:
-    """One task's rows of every table (columns as JSON-able lists)."""
+def _digest(head: str, records: list[tuple[Submission, Path]]) -> str:
+    """What a task's part is made of; the order of `records` does not matter."""
+    lines = []
+    for sub, path in records:
+        name = os.fspath(path)
+        try:
+            st = os.stat(name)
+        except FileNotFoundError:
+            raise _missing(name) from None
+        lines.append(f"{sub.source}\0{sub.name}\0{sub.sha256}\0{sub.submitted_at}\0"
+                     f"{sub.elapsed_s!r}\0{sub.agent}\0{sub.model}\0{name}\0{st.st_ino}:"
+                     f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}\n")
+    lines.sort()
+    return hashlib.sha256("".join([head, *lines]).encode()).hexdigest()
+
+
+def _split(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return dict(tuple(frame.groupby("task", sort=False))) if len(frame) else {}
+
+
+def _make_parts(bench: Benchmark, records: list[tuple[Submission, Path]], hours: list[float],
+                cache: Path) -> dict[str, dict[str, Any]]:
+    """The parts of every task of `records`, computed together (one pass, then split)."""
     frame = score_rows(bench, records, cache, prune=False)
-    text = csv_text(frame)
-    lines = text.split("\n", 1)[1] if len(frame) else ""
-    best = best_rows(bench, frame)
+    tasks = frame["task"].tolist()
+    lines = csv_lines(frame)
+    parts: dict[str, dict[str, Any]] = {}
+    for i, task_id in enumerate(tasks):  # rows are sorted by task
+        part = parts.get(task_id)
+        if part is None:
+            part = parts[task_id] = {"lines": [], "best": {c: [] for c in BEST_COLUMNS},
+                                     "budgets": [], "people": {}, "timed": set()}
+        part["lines"].append(lines[i])
+    for task_id, best in _split(best_rows(bench, frame)).items():
+        parts[task_id]["best"] = {c: best[c].tolist() for c in BEST_COLUMNS}
     timed = frame[frame["elapsed_s"].notna()]
-    budget_rows = []
-    if len(timed) and task_id in bench.tasks:
+    for task_id, source in zip(timed["task"].tolist(), timed["source"].tolist(), strict=True):
+        parts[task_id]["timed"].add(source)
+    if len(timed) and hours:
         ranked = _ranked(bench, timed)
         for h in hours:
             b = _best_of(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
-            budget_rows += [(s, task_id, h, r) for s, r in
-                            zip(b["source"].tolist(), b["rescaled"].tolist(), strict=True)]
-    people: dict[str, list[list[str]]] = {}
-    for source, agent, model in zip(frame["source"].tolist(), frame["agent"].tolist(),
-                                    frame["model"].tolist(), strict=True):
-        entry = people.setdefault(source, [[], []])
+            for s, t, r in zip(b["source"].tolist(), b["task"].tolist(), b["rescaled"].tolist(),
+                               strict=True):
+                parts[t]["budgets"].append([s, h, r])
+    for task_id, source, agent, model in zip(tasks, frame["source"].tolist(),
+                                             frame["agent"].tolist(), frame["model"].tolist(),
+                                             strict=True):
+        entry = parts[task_id]["people"].setdefault(source, [[], []])
         for slot, value in ((0, agent), (1, model)):
             if isinstance(value, str) and value not in entry[slot]:
                 entry[slot].append(value)
-    return {"lines": lines,
-            "best": {c: best[c].tolist() for c in BEST_COLUMNS},
-            "budgets": [list(r) for r in budget_rows],
-            "people": people,
-            "timed": sorted(set(timed["source"].tolist()))}
+    for part in parts.values():
+        part["lines"] = "".join(part["lines"])
+        part["timed"] = sorted(part["timed"])
+    return parts
 
 
 def task_parts(bench: Benchmark, records: Sequence[tuple[Submission, Path]], scores_csv: Path,
@@ -103,35 +130,18 @@ def task_parts(bench: Benchmark, records: Sequence[tuple[Submission, Path]], sco
     store = _parts_path(scores_csv)
     try:
         cached = _loads(store.read_bytes())
-        if not isinstance(cached, dict) or cached.get("version") != _PARTS_VERSION:
-            cached = {}
     except (OSError, ValueError):
-        cached = {}
-    old = cached.get("parts", {}) if isinstance(cached.get("parts"), dict) else {}
+        cached = None
+    old = cached.get("parts") if isinstance(cached, dict) \
+        and cached.get("version") == _PARTS_VERSION else None
+    old = old if isinstance(old, dict) else {}
     head = json.dumps([_PARTS_VERSION, hours])
-    parts: dict[str, dict[str, Any]] = {}
-    made = 0
-    for task_id in sorted(by_task):
-        recs = by_task[task_id]
-        digest = hashlib.sha256(head.encode())
-        digest.update(_task_settings(bench, task_id).encode())
-        for sub, path in sorted(recs, key=lambda r: (r[0].source, r[0].name, r[0].sha256,
-                                                     str(r[1]))):
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                raise _missing(str(path)) from None
-            digest.update(repr((sub.source, sub.name, sub.sha256, sub.submitted_at,
-                                sub.elapsed_s, sub.agent, sub.model, str(path),
-                                _sig(st))).encode())
-        sig = digest.hexdigest()
-        hit = old.get(task_id)
-        if isinstance(hit, dict) and hit.get("sig") == sig:
-            parts[task_id] = hit
-            continue
-        parts[task_id] = {"sig": sig, **_part(bench, task_id, recs, hours,
-                                              _cache_path(scores_csv))}
-        made += 1
+    sigs = {t: _digest(head + _task_settings(bench, t), recs) for t, recs in by_task.items()}
+    stale = [t for t in sorted(by_task)
+             if not (isinstance(old.get(t), dict) and old[t].get("sig") == sigs[t])]
+    made = _make_parts(bench, [r for t in stale for r in by_task[t]], hours,
+                       _cache_path(scores_csv)) if stale else {}
+    parts = {t: {**made[t], "sig": sigs[t]} if t in made else old[t] for t in sorted(by_task)}
     if made or set(parts) != set(old):
         # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
         finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
@@ -141,13 +151,10 @@ def task_parts(bench: Benchmark, records: Sequence[tuple[Submission, Path]], sco
                                              finite))
         except OSError as exc:  # a read-only tree still aggregates, only slower
             log.warning("cannot write the table cache %s: %s", store, exc)
-        prune_shards(_cache_path(scores_csv), {os.path.dirname(str(p)) for _, p in records})
-    log.debug("table parts: %d of %d tasks computed", made, len(parts))
-    return parts, made
-
-
-def _frame(columns: dict[str, str], data: dict[str, list[Any]]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(data[c], dtype=t) for c, t in columns.items()})
+        prune_shards(_cache_path(scores_csv),
+                     {os.path.dirname(os.fspath(recs[0][1])) for recs in by_task.values()})
+    log.debug("table parts: %d of %d tasks computed", len(made), len(parts))
+    return parts, len(made)
 
 
 def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
@@ -158,17 +165,15 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
     hours = _check_budgets(budgets_h)
     with _bulk():
         parts, made = task_parts(bench, records, out.scores, hours)
-        header = ",".join(SCORES_COLUMNS)
-        atomic_write_text(out.scores, header + "\n" + "".join(p["lines"] for p in
-                                                              parts.values()))
+        atomic_write_text(out.scores, ",".join(SCORES_COLUMNS) + "\n"
+                          + "".join(p["lines"] for p in parts.values()))
         best_cols: dict[str, list[Any]] = {c: [] for c in BEST_COLUMNS}
         for p in parts.values():
             for c in BEST_COLUMNS:
                 best_cols[c] += p["best"][c]
-        best = _frame(BEST_COLUMNS, best_cols)
-        best = best.sort_values(["source", "task"], ignore_index=True) if len(best) \
-            else _empty(BEST_COLUMNS)
-        atomic_write_text(out.best, csv_text(best))
+        best = pd.DataFrame({c: pd.Series(best_cols[c], dtype=t) for c, t in BEST_COLUMNS.items()})
+        best = best.sort_values(["source", "task"], ignore_index=True)
+        atomic_write_text(out.best, _csv(best, BEST_COLUMNS))
         people: dict[str, list[set[str]]] = {}
         timed: set[str] = set()
         for p in parts.values():
@@ -180,12 +185,18 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
         board = board_frame(bench, best, sorted(people),
                             {s: (",".join(sorted(a)) or None, ",".join(sorted(m)) or None)
                              for s, (a, m) in people.items()})
-        budgets = _budgets(bench, [r for p in parts.values() for r in p["budgets"]],
-                           sorted(timed), hours)
-    atomic_write_text(out.leaderboard, csv_text(board))
-    atomic_write_text(out.budgets, csv_text(budgets))
+        budgets = _budgets(bench, [[s, t, h, r] for t, p in parts.items()
+                                   for s, h, r in p["budgets"]], sorted(timed), hours)
+    atomic_write_text(out.leaderboard, _csv(board, None))
+    atomic_write_text(out.budgets, _csv(budgets, None))
     atomic_write_text(out.leaderboard_md, _markdown(bench, board, budgets))
     return made
+
+
+def _csv(frame: pd.DataFrame, columns: dict[str, str] | None) -> str:
+    from .tables import csv_text
+
+    return csv_text(frame if len(frame) or columns is None else _empty(columns))
 
 
 def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
@@ -194,7 +205,7 @@ def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
     sources = pd.Index(timed, name="source", dtype="str")
     if not len(sources) or not hours:
         return _empty(BUDGETS_COLUMNS)
-    bests = pd.DataFrame(rows, columns=list(_BUDGET_BEST)).astype(
+    bests = pd.DataFrame(rows, columns=["source", "task", "budget_h", "rescaled"]).astype(
         {"source": "str", "task": "str", "budget_h": "float64", "rescaled": "float64"})
     frames = []
     for h in hours:

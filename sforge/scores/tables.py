@@ -152,8 +152,13 @@ def csv_text(df: pd.DataFrame) -> str:
     if not simple or len(df.columns) < 2 or not len(df):
         return df.to_csv(index=False, lineterminator="\n")
     header = ",".join(_csv_field_strings(pd.Series(list(df.columns), dtype="str")))
+    return header + "\n" + "".join(csv_lines(df))
+
+
+def csv_lines(df: pd.DataFrame) -> list[str]:
+    """The rows of csv_text (each ending in a newline), for a frame of our column types."""
     columns = [_csv_field_strings(df[c]) for c in df.columns]
-    return header + "\n" + "\n".join(map(",".join, zip(*columns, strict=True))) + "\n"
+    return [",".join(row) + "\n" for row in zip(*columns, strict=True)]
 
 
 def _write_csv(df: pd.DataFrame, path: Path) -> None:
