@@ -277,8 +277,17 @@ def prepare_images(pipe: Pipeline, ids: list[str] | None) -> list[ImageRef]:
 
 
 def ensure_judge(pipe: Pipeline, task_id: str, ex: Execution) -> None:
-    """Make the judge image's sentinel (building base and judge first when needed)."""
-    refs = prepare_images(pipe, [task_id])
+    """Make the judge image's sentinel (building base and judge first when needed). Images
+    already present are only recorded: a first eval into a new results directory (a CI job,
+    a new user) starts no Snakemake."""
+    from .targets import make_image_target
+
+    refs = pipe.images([task_id], kinds=("base", "judge"))
+    found = presence(pipe, refs)
+    drop_stale_sentinels(pipe, refs, found)
+    for d in plan_images(pipe, refs, found):  # the rule's own function, no DAG needed
+        if d.action == "record":
+            make_image_target(pipe, pipe.sentinel(d.ref), found=found)
     if all(pipe.sentinel(r).exists() for r in refs):
         return
     if not run_workflow(pipe.config, [pipe.sentinel(r) for r in refs], ex, quiet=True) or \

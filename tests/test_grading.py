@@ -60,6 +60,18 @@ def test_eval_json_stores_and_does_not_regrade(minibench, tmp_path):
     assert json.loads(again.stdout)["submission"] == out["submission"]
     assert "already graded" in again.stderr
     assert results_of(minibench) == before
+    # A new results directory with the images present (a CI job, a new user): the sentinels
+    # are recorded by the rule's own function, and Snakemake is never started.
+    nosnake = tmp_path / "nosnake" / "snakemake"
+    nosnake.mkdir(parents=True)
+    (nosnake / "__init__.py").write_text("raise ImportError('Snakemake must not start')\n")
+    fresh = tmp_path / "fresh"
+    first = minibench.run("eval", "--task", "alpha", "--archive", str(sub), "--json",
+                          results=fresh, env={"PYTHONPATH": str(nosnake.parent)}, check=True)
+    assert json.loads(first.stdout)["score"] == 7.0
+    recorded = [json.loads(p.read_text()) for p in
+                (fresh / minibench.name / "images").glob("*/*/*.json")]
+    assert recorded and all(r["reused"] for r in recorded)
 
 
 def test_eval_builds_missing_judge(minibench, tmp_path):
