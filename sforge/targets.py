@@ -290,15 +290,24 @@ def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
 def write_tables_target(pipe: Pipeline) -> int:
     """scores, best, leaderboard and budgets in one pass over per-task parts, computing only
     the tasks whose results or submissions changed: what `sforge report` runs (no DAG over
-    up-to-date results). The same bytes as the scores → best → leaderboard rules.
-    → how many tasks were computed again."""
+    up-to-date results). The same bytes as the scores → best → leaderboard rules, and the
+    same step logs. → how many tasks were computed again."""
     from .scores.parts import TablePaths, write_tables
 
     lay = pipe.layout
-    return write_tables(pipe.bench, pipe.records(),
-                        TablePaths(lay.scores, lay.best, lay.leaderboard, lay.leaderboard_md,
-                                   lay.budgets),
-                        [float(h) for h in pipe.config.get("budgets_hours", [])])
+    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"):
+        records = pipe.records()
+        made = write_tables(pipe.bench, records,
+                            TablePaths(lay.scores, lay.best, lay.leaderboard,
+                                       lay.leaderboard_md, lay.budgets),
+                            [float(h) for h in pipe.config.get("budgets_hours", [])])
+        logging.getLogger("sforge.scores").info(
+            "%d submission(s), %d result file(s); %d task(s) computed, the others cached",
+            len(records), len({p for _, p in records}), made)
+    for step in ("best", "leaderboard"):
+        with job_log(lay.step_log(step), f"{step}: made with scores.csv, from per-task parts"):
+            pass
+    return made
 
 
 # sforge doctor ------------------------------------------------------------------------
