@@ -430,7 +430,9 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
             say(f"{len(failed)} result(s) could not be graded; tables not updated")
             return False
     write_tables_target(pipe)
-    write_report_target(pipe, log=pipe.layout.step_log("report"))
+    lay = pipe.layout
+    write_report_target(pipe, lay.scores, lay.best, lay.leaderboard, lay.budgets, lay.report,
+                        log=lay.step_log("report"))
     return True
 
 
