@@ -127,7 +127,9 @@ def per_node(root: Path, stderr: str) -> dict[str, dict]:
         row = nodes[where.get(job, "?")]
         row["jobs"] += 1
         text = Path(log).read_text(errors="replace") if Path(log).is_file() else ""
-        row["judges"] += len(re.findall(r"^rule evaluate:", text, re.M))
+        row["judges"] += max(len(re.findall(r"^rule evaluate:", text, re.M)),
+                             len(re.findall(r"\(Rule: evaluate\)", text)),
+                             len(re.findall(r"evals/[^/\s]+/[0-9a-f]{20}\.json", text)) // 2)
         for secs in re.findall(r"pulled \S+ on \S+ in ([0-9.]+) s", text):
             row["pull_s"] += float(secs)
             row["pulls"] += 1
