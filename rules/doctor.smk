@@ -5,6 +5,8 @@
 rule doctor_node:
     output:
         str(P.layout.root / ".sforge" / "doctor" / "{run}" / "{node}.json"),
+    log:
+        str(P.layout.root / ".sforge" / "doctor" / "{run}" / "{node}.log"),
     wildcard_constraints:
         run="[0-9T]+-[0-9a-f]{6}",
     threads: 1
@@ -13,4 +15,4 @@ rule doctor_node:
         runtime=5,
         slurm_extra=lambda w: f"--nodelist={w.node}",
     run:
-        T.doctor_node_target(P, wildcards.run, wildcards.node, output[0])
+        T.doctor_node_target(P, wildcards.run, wildcards.node, output[0], log[0])

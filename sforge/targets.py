@@ -311,7 +311,9 @@ def write_tables_target(pipe: Pipeline) -> int:
 
 
 # sforge doctor ------------------------------------------------------------------------
-def doctor_node_target(pipe: Pipeline, run: str, node: str, out: str) -> None:
+def doctor_node_target(pipe: Pipeline, run: str, node: str, out: str,
+                       log: str | None = None) -> None:
     from .doctor import node_report
 
-    node_report(pipe, run, node, Path(out))
+    with job_log(log, f"doctor: node {node}"):
+        node_report(pipe, run, node, Path(out))

@@ -226,6 +226,8 @@ def test_a_node_killed_mid_run_loses_nothing_and_grades_nothing_twice(cluster, m
 def test_doctor_names_a_node_without_the_venvs_python(cluster, minibench):
     """The venv's python is a link to its base interpreter (here under /root/.pyenv): a node
     without that directory cannot start a job; doctor says which node and what to do."""
+    for node in cluster.nodes:  # a node an earlier test killed (and failed before restarting)
+        cluster.script("start", node)
     base = Path(sys.base_prefix)
     pid = (STATE / "n2" / "node.pid").read_text().strip()
     # hide the base interpreter from node n2 only (its own mount namespace)
