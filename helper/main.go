@@ -24,7 +24,8 @@ const usage = `usage:
   sforge-submit --list          this run's submissions and its best valid score
   sforge-submit --result ID     one submission's result (waits while it is graded)
   sforge-submit --no-wait       submit and print the submission id only
-  sforge-submit --final         the run's last submission (sforge sends the final workspace)
+  sforge-submit --final         the run's last workspace: sforge's own, at the end, with
+                                the run's final token (the agent's token may not)
   sforge-game new|step|status|close|list
                                 play a game task (sforge-game --help)
   sforge-helper relay [--once] LISTEN_ADDR UNIX_SOCKET

@@ -158,15 +158,17 @@ def test_auth_and_isolation(svc):
 
 
 def test_budget_cooldown_and_final(svc):
-    _, client = run_client(svc, budget=1)
+    reg = ServiceClient(svc.url, svc.admin_token).register(task="quick", budget=1)
+    client = ServiceClient(svc.url, reg["token"])
+    sforge = ServiceClient(svc.url, reg["final_token"])
     client.submit(tgz({"answer.txt": "1"}))
     with pytest.raises(ServiceError) as exc:
         client.submit(tgz({"answer.txt": "2"}))
     assert exc.value.status == 429 and exc.value.reason == "budget"
-    final = client.submit(tgz({"answer.txt": "3"}), final=True)  # spends no budget
+    final = sforge.submit(tgz({"answer.txt": "3"}), final=True)  # spends no budget
     assert final["final"] and final["round"] == 2  # the refusal spent no round
     with pytest.raises(ServiceError) as exc:
-        client.submit(tgz({"answer.txt": "4"}), final=True)
+        sforge.submit(tgz({"answer.txt": "4"}), final=True)
     assert exc.value.status == 409
     _, slow = run_client(svc, cooldown_s=300)
     slow.submit(tgz({"answer.txt": "5"}))
@@ -175,6 +177,32 @@ def test_budget_cooldown_and_final(svc):
     assert exc.value.status == 429 and exc.value.reason == "cooldown"
     assert 250 < exc.value.wait_s <= 300 and exc.value.retry_after >= 250
     assert [s["round"] for s in slow.history()["submissions"]] == [1]
+
+
+def test_the_agent_cannot_make_the_final_submission(svc):
+    """The final submission spends no budget or cooldown, and there is one per run: were a
+    run token enough for it, the agent could buy a submission past its budget and take the
+    place of the workspace sforge grades at the end. Only the run's final token (held by
+    sforge, given to the container after the agent's processes are gone) makes it."""
+    admin = ServiceClient(svc.url, svc.admin_token)
+    reg = admin.register(task="quick", budget=1, agent="script")
+    assert reg["final_token"] != reg["token"]
+    agent = ServiceClient(svc.url, reg["token"])
+    agent.submit(tgz({"answer.txt": "1"}))
+    with pytest.raises(ServiceError) as exc:
+        agent.submit(tgz({"answer.txt": "9"}), final=True)
+    assert exc.value.status == 403 and "final token" in str(exc.value)
+    sforge = ServiceClient(svc.url, reg["final_token"])
+    with pytest.raises(ServiceError) as exc:  # and the final token makes nothing else
+        sforge.submit(tgz({"answer.txt": "8"}))
+    assert exc.value.status == 403
+    final = sforge.submit(tgz({"answer.txt": "3"}), final=True)
+    assert final["final"] and final["round"] == 2
+    assert [s["round"] for s in agent.history()["submissions"]] == [1, 2]
+    admin.end_run(reg["run_id"])
+    with pytest.raises(ServiceError) as exc:  # revoked with the run
+        sforge.submit(tgz({"answer.txt": "3"}), final=True)
+    assert exc.value.status == 401
 
 
 def test_bad_input(svc, bench):

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from sforge.service import auth
-from sforge.service.state import Busy, Conflict, Limits, Refused, State, now_iso
+from sforge.service.state import SCHEMA, Busy, Conflict, Limits, Refused, State, now_iso
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ def state(tmp_path):
 
 def add(state, run_id="r", budget=None, cooldown=0.0, token="tok"):
     return state.add_run(run_id, "t", f"run-{run_id}", "a", "m", budget, cooldown,
-                         now_iso(), auth.token_hash(token))
+                         now_iso(), auth.token_hash(token), auth.token_hash(token + "-final"))
 
 
 def accept(state, run_id="r", key="k1", final=False, now=1000.0, pending=10, result=None):
@@ -32,9 +32,14 @@ def test_tokens_are_hashed_and_revoked(state, tmp_path):
     add(state, token="secret-token")
     raw = sqlite3.connect(tmp_path / "state.sqlite").execute("SELECT * FROM runs").fetchall()
     assert "secret-token" not in repr(raw)
-    assert state.run_by_token(auth.token_hash("secret-token"))["run_id"] == "r"
+    assert "secret-token-final" not in repr(raw)
+    run, final = state.run_by_token(auth.token_hash("secret-token"))
+    assert run["run_id"] == "r" and not final
+    run, final = state.run_by_token(auth.token_hash("secret-token-final"))
+    assert run["run_id"] == "r" and final
     state.end_run("r")
     assert state.run_by_token(auth.token_hash("secret-token")) is None
+    assert state.run_by_token(auth.token_hash("secret-token-final")) is None
     with pytest.raises(Conflict):
         add(state, "r")
 
@@ -98,3 +103,20 @@ def test_admin_token_file_is_private_and_stable(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
     assert auth.admin_token(path, env={}) == token and len(token) >= 40
     assert auth.admin_token(path, env={"SFORGE_ADMIN_TOKEN": "x"}) == "x"
+
+
+def test_a_database_from_before_final_tokens_is_upgraded(tmp_path):
+    """A state file made before final tokens opens; its runs just have none."""
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA)
+    old.execute("INSERT INTO runs (run_id, task, source, budget, started_at, started_ts, "
+                "created_at, token_hash) VALUES ('o', 't', 'run-o', NULL, 'x', 0, 'x', 'h')")
+    old.commit()
+    old.close()
+    st = State(path)
+    try:
+        run, final = st.run_by_token("h")
+        assert run["run_id"] == "o" and not final and "final_hash" not in run
+    finally:
+        st.close()

@@ -131,3 +131,30 @@ def test_container_removed_and_swept(docker_client, tmp_path):
     assert not docker_client.containers.list(all=True, filters={"id": cid,
                                                                   "label": RUN_LABEL})
     box.remove()  # already gone: no error
+
+
+def test_socket_folder_is_read_only_to_the_agent(docker_client, tmp_path):
+    """/run/sforge is a host folder: root in the work container must not write there (a
+    setuid file or gigabytes on the host). Its sockets still connect: the probe test above
+    reaches the service through the same read-only mount."""
+    folder = tmp_path / "sockets"
+    folder.mkdir()
+    (folder / "prompt.md").write_text("the prompt\n")
+    host = HostSockets(folder, "http://127.0.0.1:9", None)  # nothing listens: connect only
+    host.start()
+    box = WorkContainer(docker_client, WorkSpec(image="busybox:1.36", cwd="/w", env={},
+                                                helper=helper_binary(), socket_dir=folder,
+                                                labels={"sforge.test": "ro-sockets"}))
+    try:
+        box.start()
+        code, out = box.run(["sh", "-c", "cp /bin/busybox /run/sforge/sh && chmod 4755 "
+                             "/run/sforge/sh; echo x > /run/sforge/prompt.md; "
+                             "rm -f /run/sforge/service.sock; cat /run/sforge/prompt.md"],
+                            check=False)
+        assert b"Read-only file system" in out, out
+        assert b"the prompt" in out, out  # still readable
+        assert sorted(p.name for p in folder.iterdir()) == ["prompt.md", "service.sock"]
+        assert (folder / "prompt.md").read_text() == "the prompt\n"
+    finally:
+        box.remove()
+        host.stop()

@@ -94,7 +94,8 @@ class WorkContainer:
     def start(self) -> None:
         s = self.spec
         mounts = [
-            Mount(SOCKET_DIR, str(s.socket_dir), type="bind"),
+            # read-only: a host folder; connecting to its sockets needs no write access
+            Mount(SOCKET_DIR, str(s.socket_dir), type="bind", read_only=True),
             Mount(f"{HELPER_DIR}/sforge-submit", str(s.helper), type="bind", read_only=True),
             Mount(f"{HELPER_DIR}/sforge-helper", str(s.helper), type="bind", read_only=True),
             Mount(f"{HELPER_DIR}/sforge-game", str(s.helper), type="bind", read_only=True),

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
 from ..errors import SforgeError
 
@@ -261,9 +261,12 @@ class HostSockets:
         started = time.monotonic()
         url = route.upstream.rstrip("/") + request.path_qs
         reply = bytearray()
+        resp: web.StreamResponse | None = None
+        error = None
         try:
             async with self._session.request(request.method, url, headers=headers,
                                              data=body, allow_redirects=False) as up:
+                status, ctype = up.status, up.headers.get("Content-Type", "")
                 resp = web.StreamResponse(status=up.status, headers={
                     k: v for k, v in up.headers.items() if k.lower() not in _DROP_RESPONSE})
                 await resp.prepare(request)
@@ -271,12 +274,18 @@ class HostSockets:
                     reply += chunk
                     await resp.write(chunk)
                 await resp.write_eof()
-                status, ctype = up.status, up.headers.get("Content-Type", "")
-        except OSError as exc:
-            status, ctype = 502, "application/json"
-            reply = bytearray(json.dumps({"error": f"sforge model proxy: {route.upstream} "
-                                          f"unreachable: {exc}"}).encode())
-            resp = web.Response(status=502, body=bytes(reply), content_type="application/json")
+        except (ClientError, OSError, asyncio.TimeoutError) as exc:
+            # Unreachable, not HTTP, or cut mid-reply: the call is still recorded, with the
+            # tokens its reply reported so far (the caps count what was spent).
+            error = f"{type(exc).__name__}: {exc}".rstrip(": ")
+            if resp is None or not resp.prepared:
+                status, ctype = 502, "application/json"
+                reply = bytearray(json.dumps({"error": f"sforge model proxy: {route.upstream}"
+                                              f" failed: {error}"}).encode())
+                resp = web.Response(status=502, body=bytes(reply),
+                                    content_type="application/json")
+            elif request.transport is not None:
+                request.transport.close()  # the agent sees the reply cut, as it came
         kept, events = _decode_body(bytes(reply), ctype)
         call = parse_usage(events)
         with self._lock:
@@ -287,6 +296,8 @@ class HostSockets:
                      "method": request.method, "path": request.path_qs, "status": status,
                      "seconds": round(time.monotonic() - started, 3),
                      "request": _decode_body(body, req_ct)[0], "response": kept, "usage": call}
+            if error:
+                entry["error"] = error
             with route.transcript.open("a") as fh:
                 fh.write(json.dumps(entry) + "\n")
         return resp

@@ -200,10 +200,13 @@ class _Run:
             admin = ServiceClient(service.url, service.admin_token)
             # unique even when results/ was wiped while the service kept its state
             service_run = f"{spec.id}.{task.id}.{self.repeat}.a{attempt}.{secrets.token_hex(3)}"
-            _, token = admin.register_run(
+            reg = admin.register(
                 task=task.id, run_id=service_run, source=spec.source(self.repeat),
                 agent=spec.agent, model=self.model, budget=spec.budget,
                 cooldown_s=spec.cooldown_s, started_at=_iso(started))
+            # the agent's token; the final token never enters the container while the
+            # agent runs (the final submission spends no budget)
+            token, final_token = reg["token"], reg["final_token"]
             record["service_run"] = service_run
             try:
                 host = HostSockets(sockets, service.url, route)
@@ -227,7 +230,8 @@ class _Run:
                 box.kill()
                 # a game run's result is its best finished session: no final workspace
                 record["final"] = None if ABORT.is_set() or is_game(task) else self._final(
-                    box, env, ServiceClient(service.url, token))
+                    box, {**env, "SFORGE_TOKEN": final_token},
+                    ServiceClient(service.url, token))
             finally:
                 if box is not None:
                     box.remove()
@@ -281,8 +285,9 @@ class _Run:
                 "timed_out": res.exit_code is None and self.stop_reason is None}
 
     def _final(self, box: WorkContainer, env: dict[str, str], client) -> dict[str, Any]:
-        """Pack what the agent left (the helper, in the restarted container) and grade it
-        as the run's last submission."""
+        """Pack what the agent left (the helper, in the restarted container: the agent's
+        processes are gone, so `env` may hold the run's final token) and grade it as the
+        run's last submission."""
         import re
 
         from ..service.client import ServiceError

@@ -2,7 +2,8 @@
 bearer token: the admin's, or a run's (which sees only its own run).
 
 Errors are JSON objects {"error": message, ...}: 401 no or unknown token, 403 another
-run's data or an admin endpoint, 404 unknown run, task or submission, 409 a run not
+run's data, an admin endpoint, or a final submission without the run's final token (or a
+final token used for anything else), 404 unknown run, task or submission, 409 a run not
 active or a second final submission, 413 an archive over the upload cap (nothing stored),
 429 budget or cooldown ({"reason", "wait_s"}), 503 queue full or draining (Retry-After).
 """
@@ -10,7 +11,7 @@ active or a second final submission, 413 an archive over the upload cap (nothing
 # No `from __future__ import annotations`: FastAPI reads the dependency annotations of
 # the endpoints, which name types local to create_app.
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -39,6 +40,7 @@ class ApiError(Exception):
 class Caller:
     admin: bool
     run: dict[str, Any] | None = None
+    final: bool = False   # the run's final token (sforge's own), not the agent's
 
 
 class RunIn(BaseModel):
@@ -95,10 +97,10 @@ def create_app(service: Service) -> FastAPI:
         token = token.strip()
         if auth.same(token, service.admin_token):
             return Caller(admin=True)
-        run = service.state.run_by_token(auth.token_hash(token))
-        if run is None:
+        found = service.state.run_by_token(auth.token_hash(token))
+        if found is None:
             raise ApiError(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})
-        return Caller(admin=False, run=run)
+        return Caller(admin=False, run=found[0], final=found[1])
 
     Who = Annotated[Caller, Depends(caller)]
 
@@ -162,7 +164,10 @@ def create_app(service: Service) -> FastAPI:
 
     @app.post("/v1/runs", status_code=201, tags=["runs"])
     def register_run(body: RunIn, _: Admin) -> dict[str, Any]:
-        """Register a run of one task (admin). The token is shown only here."""
+        """Register a run of one task (admin). Its two tokens are shown only here: `token`
+        for the agent, `final_token` for whoever packs the run's last workspace once the
+        agent is stopped (the final submission spends no budget, so the agent must not be
+        able to make it)."""
         if body.task not in service.pipe.bench.tasks:
             raise ApiError(404, f"unknown task {body.task!r} in benchmark "
                                 f"{service.pipe.bench.name}")
@@ -175,12 +180,12 @@ def create_app(service: Service) -> FastAPI:
                 raise ApiError(422, f"started_at: expected ISO 8601, got "
                                     f"{body.started_at!r}") from None
         try:
-            run, token = service.register(body.task, body.run_id, body.source, body.agent,
-                                          body.model, body.budget, body.cooldown_s,
-                                          body.started_at)
+            run, token, final = service.register(body.task, body.run_id, body.source,
+                                                 body.agent, body.model, body.budget,
+                                                 body.cooldown_s, body.started_at)
         except Conflict as exc:
             raise ApiError(409, str(exc)) from None
-        return {"run": run, "run_id": run["run_id"], "token": token}
+        return {"run": run, "run_id": run["run_id"], "token": token, "final_token": final}
 
     @app.get("/v1/runs", tags=["runs"])
     def list_runs(_: Admin) -> dict[str, Any]:
@@ -228,8 +233,9 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/submissions", status_code=202, tags=["submissions"], openapi_extra={
         "parameters": [{"name": "final", "in": "query", "required": False,
                         "schema": {"type": "boolean", "default": False},
-                        "description": "the run's last workspace (once per run; spends no "
-                                       "budget or cooldown)"}],
+                        "description": "the run's last workspace (once per run, with the "
+                                       "run's final token; spends no budget or "
+                                       "cooldown)"}],
         "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
             "type": "object", "required": ["archive"], "properties": {
                 "archive": {"type": "string", "format": "binary",
@@ -244,6 +250,11 @@ def create_app(service: Service) -> FastAPI:
         if length and length.isdigit() and int(length) > cap + 64 * 1024:
             raise ApiError(413, f"archive over the upload cap of {cap} bytes")
         final = request.query_params.get("final", "").lower() in ("1", "true", "yes")
+        if final != who.final:
+            raise ApiError(403, "the final submission is made with the run's final token "
+                                "(sforge's, at the end of the run), and only it"
+                           if final else "a final token makes only the final submission "
+                                         "(?final=true)")
         precheck(who.run, final)
         form = await read_form(request, cap)
         try:
@@ -328,19 +339,15 @@ async def read_form(request: Request, cap: int):
     from starlette.datastructures import FormData
     from starlette.formparsers import MultiPartException, MultiPartParser
 
-    async def capped() -> AsyncGenerator[bytes, None]:
-        seen = 0
-        async for chunk in request.stream():
-            seen += len(chunk)
-            if seen > cap + 64 * 1024:  # the archive plus the multipart framing
-                raise ApiError(413, f"archive over the upload cap of {cap} bytes")
-            yield chunk
+    from .bodies import capped
 
     ctype = request.headers.get("content-type", "")
     if not ctype.startswith("multipart/form-data"):
         raise ApiError(415, "expected multipart/form-data with the archive in field 'archive'")
+    body = capped(request, cap + 64 * 1024,  # the archive plus the multipart framing
+                  lambda: ApiError(413, f"archive over the upload cap of {cap} bytes"))
     try:
-        form: FormData = await MultiPartParser(request.headers, capped(),
+        form: FormData = await MultiPartParser(request.headers, body,
                                                max_files=1, max_fields=10).parse()
     except MultiPartException as exc:
         raise ApiError(400, f"bad multipart body: {exc.message}") from None

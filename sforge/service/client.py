@@ -108,12 +108,16 @@ class ServiceClient:
                      budget: int | None = None, cooldown_s: float | None = None,
                      started_at: str | None = None) -> tuple[str, str]:
         """Register a run (admin token); returns (run_id, run token)."""
-        body = {"task": task, "run_id": run_id, "source": source, "agent": agent,
-                "model": model, "budget": budget, "cooldown_s": cooldown_s,
-                "started_at": started_at}
-        out = self._call("POST", "/v1/runs", json={k: v for k, v in body.items()
-                                                    if v is not None})
+        out = self.register(task=task, run_id=run_id, source=source, agent=agent,
+                            model=model, budget=budget, cooldown_s=cooldown_s,
+                            started_at=started_at)
         return out["run_id"], out["token"]
+
+    def register(self, **fields: Any) -> dict[str, Any]:
+        """Register a run (admin token): {"run", "run_id", "token" (the agent's),
+        "final_token" (sforge's, for the run's final submission only)}."""
+        return self._call("POST", "/v1/runs",
+                          json={k: v for k, v in fields.items() if v is not None})
 
     def runs(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/runs")["runs"]

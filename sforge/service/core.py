@@ -169,15 +169,17 @@ class Service:
 
     def register(self, task: str, run_id: str | None, source: str | None,
                  agent: str | None, model: str | None, budget: int | None,
-                 cooldown_s: float | None, started_at: str | None) -> tuple[dict, str]:
+                 cooldown_s: float | None, started_at: str | None
+                 ) -> tuple[dict, str, str]:
+        """→ (run, the agent's token, sforge's final token)."""
         run_id = run_id or uuid.uuid4().hex[:12]
-        token = auth.new_token()
+        token, final = auth.new_token(), auth.new_token()
         budget = self.settings["budget"] if budget is None else budget
         cooldown = self.settings["cooldown_s"] if cooldown_s is None else cooldown_s
         run = self.state.add_run(run_id, task, source or f"run-{run_id}", agent, model,
                                  budget, float(cooldown), started_at or now_iso(),
-                                 auth.token_hash(token))
-        return run, token
+                                 auth.token_hash(token), auth.token_hash(final))
+        return run, token, final
 
     def best(self, subs: list[dict[str, Any]], task_id: str) -> dict[str, Any] | None:
         """The best valid score in the task's direction; ties go to the earliest round."""

@@ -24,7 +24,7 @@ def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
         return api_error(exc.status, exc.message, exc.headers, **exc.extra)
 
     def run_only(who) -> dict[str, Any]:
-        if who.run is None:
+        if who.run is None or who.final:
             raise api_error(403, "game sessions are played with a run token")
         return who.run
 
@@ -58,9 +58,13 @@ def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
         it. Headers: Sforge-Step (the step number), Sforge-Session-State (open, finished),
         and once the game is over Sforge-Score and Sforge-Valid. `current` = the run's
         newest session."""
+        from .bodies import read_capped
+
         run_only(who)
         row = own(who, sid)
-        body = await request.body()
+        limit = int(sessions.settings["max_step_bytes"])
+        body = await read_capped(request, limit,  # never held whole when it is too big
+                                 lambda: api_error(413, f"request over {limit} bytes"))
         try:
             reply, status = await run_in_threadpool(sessions.step, row, body)
         except GameError as exc:

@@ -437,8 +437,13 @@ class GameSessions:
         if b"\n" in body or b"\r" in body:
             body = orjson.dumps(value)
         # Steps of one session go one at a time; so does its end (the reaper's, a close).
-        if not sess.lock.acquire(timeout=float(self.settings["step_timeout_s"]) + 10):
-            raise GameError(409, "another step of this session is still in progress")
+        # One that finds another in flight is refused at once: waiting, each would hold a
+        # service thread (the pool every run's calls share) for as long as the game takes.
+        if not sess.lock.acquire(blocking=False):
+            if sess.id not in self.open:
+                raise self._gone(sess.id)
+            raise GameError(409, "another step of this session is still in progress (or "
+                                 "the session is ending): send the next one after its reply")
         try:
             if sess.id not in self.open:
                 raise self._gone(sess.id)

@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS runs (
     state       TEXT NOT NULL DEFAULT 'active',   -- active | ended | cancelled
     ended_at    TEXT,
     token_hash  TEXT UNIQUE,        -- sha256 of the run token; NULL once revoked
+    -- final_hash (added below): sha256 of sforge's final token, the only one that may
+    -- make the run's final submission; NULL once revoked
     used        INTEGER NOT NULL DEFAULT 0,       -- non-final submissions accepted
     rounds      INTEGER NOT NULL DEFAULT 0,       -- submissions accepted (the last round)
     last_ts     REAL                -- when the last non-final submission was accepted
@@ -123,6 +125,10 @@ class State:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)
+        columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
+        if "final_hash" not in columns:  # a database made before final tokens
+            self.db.execute("ALTER TABLE runs ADD COLUMN final_hash TEXT")
+        self.db.execute("CREATE UNIQUE INDEX IF NOT EXISTS runs_final ON runs (final_hash)")
 
     def close(self) -> None:
         with self.lock:
@@ -160,24 +166,26 @@ class State:
     # runs ---------------------------------------------------------------------------
     def add_run(self, run_id: str, task: str, source: str, agent: str | None,
                 model: str | None, budget: int | None, cooldown_s: float,
-                started_at: str, token_hash: str) -> dict[str, Any]:
+                started_at: str, token_hash: str, final_hash: str) -> dict[str, Any]:
         with self._tx() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                 raise Conflict(f"run {run_id!r} is already registered")
             db.execute("INSERT INTO runs (run_id, task, source, agent, model, budget, "
-                       "cooldown_s, started_at, started_ts, created_at, token_hash) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       "cooldown_s, started_at, started_ts, created_at, token_hash, "
+                       "final_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (run_id, task, source, agent, model, budget, cooldown_s, started_at,
-                        parse_iso(started_at), now_iso(), token_hash))
+                        parse_iso(started_at), now_iso(), token_hash, final_hash))
         return self.run(run_id) or {}
 
     def run(self, run_id: str) -> dict[str, Any] | None:
         row = self._one("SELECT * FROM runs WHERE run_id = ?", run_id)
         return _run(row) if row else None
 
-    def run_by_token(self, token_hash: str) -> dict[str, Any] | None:
-        row = self._one("SELECT * FROM runs WHERE token_hash = ?", token_hash)
-        return _run(row) if row else None
+    def run_by_token(self, token_hash: str) -> tuple[dict[str, Any], bool] | None:
+        """(the run, is it the run's final token) of an active token's hash."""
+        row = self._one("SELECT * FROM runs WHERE token_hash = ? OR final_hash = ?",
+                        token_hash, token_hash)
+        return (_run(row), row["final_hash"] == token_hash) if row else None
 
     def runs(self) -> list[dict[str, Any]]:
         return [_run(r) for r in self._all("SELECT * FROM runs ORDER BY created_at, run_id")]
@@ -186,8 +194,9 @@ class State:
         """Revoke the run's token; a cancelled run also drops its queued submissions
         (returned, so their waiters can be told)."""
         with self._tx() as db:
-            db.execute("UPDATE runs SET state = ?, ended_at = ?, token_hash = NULL "
-                       "WHERE run_id = ? AND state = 'active'", (state, now_iso(), run_id))
+            db.execute("UPDATE runs SET state = ?, ended_at = ?, token_hash = NULL, "
+                       "final_hash = NULL WHERE run_id = ? AND state = 'active'",
+                       (state, now_iso(), run_id))
             if state != "cancelled":
                 return []
             ids = [r[0] for r in db.execute(
@@ -327,6 +336,7 @@ def _dumps(data: Any) -> str | None:
 def _run(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
     out.pop("token_hash", None)
+    out.pop("final_hash", None)
     out.pop("started_ts", None)
     out.pop("last_ts", None)
     return out
