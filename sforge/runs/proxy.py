@@ -274,7 +274,7 @@ class HostSockets:
                     reply += chunk
                     await resp.write(chunk)
                 await resp.write_eof()
-        except (ClientError, OSError, asyncio.TimeoutError) as exc:
+        except (ClientError, OSError, TimeoutError) as exc:
             # Unreachable, not HTTP, or cut mid-reply: the call is still recorded, with the
             # tokens its reply reported so far (the caps count what was spent).
             error = f"{type(exc).__name__}: {exc}".rstrip(": ")
