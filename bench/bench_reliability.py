@@ -80,14 +80,14 @@ def main() -> None:
               f"{len(stored.details) - 1} of 1000 details kept")
 
     try:
-        from sforge.judge import sweep_stale_containers
+        from sforge.owner import sweep_stale_containers
         from sforge.targets import engine
 
-        client = engine().client
-        sweep_stale_containers(client)  # warm
+        eng = engine()
+        sweep_stale_containers(eng)  # warm
         t0 = time.perf_counter()
         for _ in range(20):
-            sweep_stale_containers(client)
+            sweep_stale_containers(eng)
         print(f"sweep at command start: {(time.perf_counter() - t0) / 20 * 1e3:.1f} ms "
               "(one list call; a removal costs more)")
     except Exception as exc:  # noqa: BLE001 (no daemon: the other figures stand)

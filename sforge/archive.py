@@ -121,6 +121,9 @@ class ArchiveError(SforgeError):
 
 @dataclass(frozen=True)
 class ArchiveLimits:
+    """The caps on a submission: these defaults are the only ones; config.yaml's
+    archive_limits overrides them (sforge.grading.archive_limits)."""
+
     max_members: int = DEFAULT_MAX_MEMBERS
     max_bytes: int = DEFAULT_MAX_BYTES  # total uncompressed bytes: file data and headers
 

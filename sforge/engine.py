@@ -1,22 +1,92 @@
 """The container engine sforge talks to: one interface, one Docker implementation.
 
-Everything above this module speaks of tags and build contexts; only here do Docker's API
-and its errors appear, turned into InfrastructureError with a message that names the image.
+Everything above this module speaks of tags, build contexts and ContainerSpecs; only here do
+Docker's API and its errors appear, turned into InfrastructureError (EngineError for container
+calls) with a message that names the image. Judges, game servers and the stale-container sweep
+make every container call through ContainerEngine.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import io
 import json
+import logging
+import socket
+import tarfile
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from typing import IO
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
 
-from .errors import BuildFailed, InfrastructureError
+from .errors import BuildFailed, InfrastructureError, SforgeError
+
+log = logging.getLogger(__name__)
+
+
+# -- containers --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Mount:
+    """A host path bound into a container."""
+
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """One container as sforge asks for it: what runs, its limits, lockdown and labels."""
+
+    image: str
+    command: tuple[str, ...]  # the entrypoint (argv); the image's CMD is not used
+    cwd: str
+    env: dict[str, str]
+    labels: dict[str, str]
+    cpus: float
+    memory: int  # bytes; swap is not added on top
+    network: str = "none"  # "none" | "bridge"
+    init: bool = True  # PID 1 is a tiny init, so killing the container ends every process
+    cap_add: tuple[str, ...] = ()  # every other capability is dropped
+    no_new_privileges: bool = True
+    pids: int | None = None
+    writable: str | None = None  # bound on the writable layer, where the daemon can apply it
+    keep_output: bool = False  # the daemon keeps output (bounded) to read later; else read live
+    stdin: bool = False  # an open stdin, for a line protocol over attach_stdio
+    mounts: tuple[Mount, ...] = ()
+
+
+@dataclass(frozen=True)
+class ContainerFile:
+    """What sits at a path inside a container: kind ("file", "dir", "symlink", "other",
+    "too large") and, for a regular file within the cap, its bytes."""
+
+    kind: str
+    data: bytes = b""
+
+
+class EngineError(InfrastructureError):
+    """A container call failed; `unreachable` when the engine itself could not be reached."""
+
+    def __init__(self, message: str, unreachable: bool = False):
+        super().__init__(message)
+        self.unreachable = unreachable
+
+
+class ImageMissing(EngineError):
+    """The engine holds no image under the name a container was asked of."""
+
+
+class ExtractConflict(SforgeError):
+    """An archive collides with the container's files (a directory where the image has a
+    file, …): a verdict about the archive, not engine trouble."""
 
 
 class ContainerEngine(ABC):
+    """Images (build, tags, registry) and the container calls of a judge's or a game's life."""
+
     @abstractmethod
     def existing_tags(self, tags: Iterable[str]) -> set[str]:
         """Which of `tags` the daemon holds, in one call."""
@@ -50,6 +120,61 @@ class ContainerEngine(ABC):
     def build(self, context: IO[bytes], dockerfile: str, tag: str, buildargs: dict[str, str],
               platform: str | None, on_line: Callable[[str], None]) -> str:
         """Build from a tar context; return the image id. Raises BuildFailed."""
+
+    @property
+    @abstractmethod
+    def daemon(self) -> str:
+        """Where the engine is (for messages): a socket path or a URL."""
+
+    @abstractmethod
+    def create_container(self, spec: ContainerSpec) -> str:
+        """Create (not start) a container; → its id. Raises ImageMissing."""
+
+    @abstractmethod
+    def put_archive(self, cid: str, path: str, data: bytes | IO[bytes]) -> None:
+        """Extract an uncompressed tar at `path` (created when missing) in the container.
+        Raises ExtractConflict when the archive collides with the container's files."""
+
+    @abstractmethod
+    def attach_output(self, cid: str) -> Iterator[bytes]:
+        """stdout+stderr from the first byte: attach before `start`."""
+
+    @abstractmethod
+    def attach_stdio(self, cid: str) -> tuple[Any, socket.socket]:
+        """A raw stdin/stdout channel (framed as Docker frames it); → (owner, socket): close
+        both when done."""
+
+    @abstractmethod
+    def start(self, cid: str) -> None: ...
+
+    @abstractmethod
+    def wait(self, cid: str, timeout: float) -> int | None:
+        """The exit code, or None when `timeout` seconds passed first."""
+
+    @abstractmethod
+    def kill(self, cid: str) -> None:
+        """SIGKILL; nothing when it already exited."""
+
+    @abstractmethod
+    def container_state(self, cid: str) -> dict[str, Any]:
+        """The engine's state record (ExitCode, OOMKilled, …)."""
+
+    @abstractmethod
+    def read_file(self, cid: str, path: str, cap: int) -> ContainerFile | None:
+        """What is at `path` (None: nothing); a regular file's bytes up to `cap`."""
+
+    @abstractmethod
+    def output(self, cid: str) -> Iterator[bytes]:
+        """The output the engine kept (ContainerSpec.keep_output)."""
+
+    @abstractmethod
+    def remove_container(self, cid: str) -> bool:
+        """Force-remove; False when it was already gone or another caller is removing it."""
+
+    @abstractmethod
+    def containers(self, *labels: str) -> list[tuple[str, dict[str, str]]]:
+        """(id, labels) of every container, running or not, that carries all `labels`
+        ("name" or "name=value")."""
 
 
 class RegistryError(InfrastructureError):
@@ -230,3 +355,230 @@ class DockerEngine(RegistryMixin, ContainerEngine):
         if error:
             raise BuildFailed(error)
         return image_id or self.image_id(tag) or ""
+
+    # -- containers ----------------------------------------------------------------------------
+    @functools.cached_property
+    def daemon(self) -> str:
+        api = self.client.api
+        adapter = getattr(api, "_custom_adapter", None)
+        socket_path = getattr(adapter, "socket_path", None)
+        return f"unix://{socket_path}" if socket_path else str(api.base_url)
+
+    def _error(self, exc: Exception) -> EngineError:
+        """A docker-py/requests exception as an EngineError (its text, and whether the daemon
+        could be reached at all)."""
+        import requests.exceptions
+
+        text = str(getattr(exc, "explanation", None) or exc)
+        return EngineError(text, unreachable=isinstance(exc, requests.exceptions.ConnectionError))
+
+    @functools.cached_property
+    def _errors(self) -> tuple[type[Exception], ...]:
+        import docker.errors
+        import requests.exceptions
+
+        return (docker.errors.DockerException, requests.exceptions.RequestException)
+
+    def create_container(self, spec: ContainerSpec) -> str:
+        import docker.errors
+        from docker.types import LogConfig
+        from docker.types import Mount as DockerMount
+
+        api = self.client.api
+        writable = spec.writable if _storage_opt_supported.get(self.daemon, True) else None
+        while True:
+            try:
+                host_config = api.create_host_config(
+                    init=spec.init, network_mode=spec.network,
+                    nano_cpus=int(spec.cpus * 1e9), mem_limit=spec.memory,
+                    memswap_limit=spec.memory,  # equal: no swap on top of the limit
+                    log_config=LogConfig(type="json-file", config={"max-size": "64m"})
+                    if spec.keep_output else LogConfig(type="none"),
+                    storage_opt={"size": writable} if writable else None,
+                    security_opt=["no-new-privileges"] if spec.no_new_privileges else None,
+                    cap_drop=["ALL"], cap_add=list(spec.cap_add), pids_limit=spec.pids,
+                    mounts=[DockerMount(m.target, m.source, type="bind", read_only=m.read_only)
+                            for m in spec.mounts] or None)
+                resp = api.create_container(
+                    spec.image, entrypoint=list(spec.command), working_dir=spec.cwd,
+                    environment=dict(spec.env), labels=dict(spec.labels),
+                    host_config=host_config, stdin_open=spec.stdin,
+                    detach=not spec.stdin)  # detach would drop StdinOnce
+                return str(resp["Id"])
+            except docker.errors.ImageNotFound:
+                raise ImageMissing(f"image {spec.image} not found on the Docker daemon at "
+                                   f"{self.daemon}") from None
+            except docker.errors.APIError as exc:
+                text = str(exc.explanation or exc).lower().replace(" ", "-")
+                if writable and ("storage-opt" in text or "storageopt" in text):
+                    _storage_opt_supported[self.daemon] = False  # said once per daemon
+                    log.info("the Docker daemon at %s cannot bound a container's writable "
+                             "layer (%s); containers run without that bound", self.daemon,
+                             exc.explanation)
+                    writable = None
+                    continue
+                raise self._error(exc) from None
+            except self._errors as exc:
+                raise self._error(exc) from None
+
+    def put_archive(self, cid: str, path: str, data: bytes | IO[bytes]) -> None:
+        import docker.errors
+
+        api = self.client.api
+        try:
+            try:
+                api.put_archive(cid, path, data)
+            except docker.errors.NotFound:
+                # path missing (Docker normally creates WorkingDir at create time): make it.
+                api.put_archive(cid, "/", _dirs_tar(path))
+                if not isinstance(data, bytes):
+                    data.seek(0)
+                api.put_archive(cid, path, data)
+        except docker.errors.APIError as exc:
+            message = str(exc.explanation or exc)
+            if any(s in message.lower() for s in _EXTRACT_CONFLICTS):
+                raise ExtractConflict(message) from None
+            raise self._error(exc) from None
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def attach_output(self, cid: str) -> Iterator[bytes]:
+        try:  # attached now, before the caller starts the container
+            stream = self.client.api.attach(cid, stdout=True, stderr=True, stream=True,
+                                            logs=False)
+        except self._errors as exc:
+            raise self._error(exc) from None
+        return self._guarded(stream)
+
+    def _guarded(self, stream: Iterable[bytes]) -> Iterator[bytes]:
+        try:
+            yield from stream
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def attach_stdio(self, cid: str) -> tuple[Any, socket.socket]:
+        try:
+            owner = self.client.api.attach_socket(cid, params={"stdin": 1, "stdout": 1,
+                                                               "stream": 1})
+        except self._errors as exc:
+            raise self._error(exc) from None
+        return owner, owner._sock
+
+    def start(self, cid: str) -> None:
+        try:
+            self.client.api.start(cid)
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def wait(self, cid: str, timeout: float) -> int | None:
+        import requests.exceptions
+
+        t0 = time.monotonic()
+        try:
+            return int(self.client.api.wait(cid, timeout=timeout).get("StatusCode", -1))
+        except requests.exceptions.RequestException as exc:
+            if time.monotonic() - t0 < timeout - 0.05:
+                raise self._error(exc) from None  # the daemon went away, not the clock
+            return None
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def kill(self, cid: str) -> None:
+        import docker.errors
+
+        try:
+            self.client.api.kill(cid)
+        except docker.errors.APIError:
+            pass  # 409: it just exited
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def container_state(self, cid: str) -> dict[str, Any]:
+        try:
+            return dict(self.client.api.inspect_container(cid)["State"])
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def read_file(self, cid: str, path: str, cap: int) -> ContainerFile | None:
+        import docker.errors
+
+        try:
+            stream, stat = self.client.api.get_archive(cid, path)
+        except docker.errors.NotFound:
+            return None
+        except self._errors as exc:
+            raise self._error(exc) from None
+        mode = int(stat.get("mode", 0))
+        if mode & _GO_DIR:
+            return ContainerFile("dir")
+        if mode & _GO_SYMLINK:
+            return ContainerFile("symlink")
+        if int(stat.get("size", 0)) > cap:
+            return ContainerFile("too large")
+        buf = bytearray()
+        try:
+            for chunk in stream:
+                buf += chunk
+                if len(buf) > cap + (1 << 20):
+                    return ContainerFile("too large")
+        except self._errors as exc:
+            raise self._error(exc) from None
+        with tarfile.open(fileobj=io.BytesIO(bytes(buf))) as tar:
+            member = tar.next()
+            fh = tar.extractfile(member) if member is not None and member.isreg() else None
+            if fh is None:
+                return ContainerFile("other")
+            return ContainerFile("file", fh.read())
+
+    def output(self, cid: str) -> Iterator[bytes]:
+        try:
+            stream = self.client.api.logs(cid, stdout=True, stderr=True, stream=True,
+                                          follow=False)
+        except self._errors as exc:
+            raise self._error(exc) from None
+        return self._guarded(stream)
+
+    def remove_container(self, cid: str) -> bool:
+        import docker.errors
+
+        try:
+            self.client.api.remove_container(cid, force=True)
+            return True
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as exc:
+            if exc.status_code == 409:  # "removal … already in progress": another caller
+                return False
+            raise self._error(exc) from None
+        except self._errors as exc:
+            raise self._error(exc) from None
+
+    def containers(self, *labels: str) -> list[tuple[str, dict[str, str]]]:
+        try:
+            found = self.client.api.containers(all=True, filters={"label": list(labels)})
+        except self._errors as exc:
+            raise self._error(exc) from None
+        return [(c["Id"], c.get("Labels") or {}) for c in found]
+
+
+# Docker's messages when an extracted member collides with the container's filesystem (a file
+# where the archive has a directory, …).
+_EXTRACT_CONFLICTS = ("not a directory", "is a directory", "file exists", "cannot overwrite",
+                      "directory not empty", "file name too long")
+# Daemons (by address) found unable to bound a container's writable layer.
+_storage_opt_supported: dict[str, bool] = {}
+_GO_DIR = 1 << 31
+_GO_SYMLINK = 1 << 27
+
+
+def _dirs_tar(path: str) -> bytes:
+    """A tar of the directories of an absolute path, to extract at '/'."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        parts = [p for p in path.split("/") if p]
+        for i in range(1, len(parts) + 1):
+            info = tarfile.TarInfo("/".join(parts[:i]))
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            tar.addfile(info)
+    return buf.getvalue()

@@ -27,12 +27,15 @@ def judged_task(task: Task, timeout: float | None = None) -> Task:
 
 
 def archive_limits(config: dict[str, Any]) -> ArchiveLimits:
+    """ArchiveLimits' own defaults, with what config.yaml's archive_limits overrides: the
+    defaults live in the dataclass only, so config.yaml ships no copy of them."""
     from .archive import ArchiveLimits
 
     return ArchiveLimits(**(config.get("archive_limits") or {}))
 
 
 def container_limits(config: dict[str, Any]) -> ContainerLimits:
+    """ContainerLimits' own defaults, with what config.yaml's judge_limits overrides."""
     from .judge import ContainerLimits
 
     return ContainerLimits(**(config.get("judge_limits") or {}))

@@ -37,19 +37,19 @@ Decisions:
   and a bound on its writable layer where the daemon supports one (overlay2 on xfs with
   pquota; elsewhere the memory limit and the wall clock are the only bounds).
 * Containers carry labels sforge.judge=1, owner pid, host, process start time and a deadline
-  (epoch seconds), so `sweep_stale_containers` removes those whose owner died on this host
-  or whose deadline passed, from any sforge process, at its start.
+  (epoch seconds), so `owner.sweep_stale_containers` removes those whose owner died on this
+  host or whose deadline passed, from any sforge process, at its start.
+* Every container call goes through a ContainerEngine (sforge.engine): this module never
+  speaks Docker's API, so it imports no Docker client library.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
 import math
 import os
-import tarfile
 import threading
 import time
 from collections import deque
@@ -59,13 +59,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import docker
-import docker.errors
-import requests.exceptions
-from docker.types import LogConfig
-
 from . import __version__, owner
 from .archive import ArchiveError, ArchiveLimits, FilteredArchive, filter_submission
+from .engine import ContainerEngine, ContainerSpec, EngineError, ExtractConflict, ImageMissing
 from .errors import InfrastructureError
 from .hashing import file_sha256
 from .model import Task
@@ -76,11 +72,6 @@ log = logging.getLogger(__name__)
 
 RESULT_DIR = "/opt/sforge"
 RESULT_PATH = f"{RESULT_DIR}/result.json"
-JUDGE_LABEL = "sforge.judge"
-OWNER_PID_LABEL = "sforge.owner.pid"
-OWNER_HOST_LABEL = "sforge.owner.host"
-OWNER_START_LABEL = "sforge.owner.start"  # process start time: a reused pid is not its owner
-DEADLINE_LABEL = "sforge.deadline"  # epoch seconds after which nobody waits for it any more
 TASK_LABEL = "sforge.task"
 KEY_LABEL = "sforge.key"  # the eval key: which result a container's run was for
 MAX_RESULT_BYTES = 16 << 20
@@ -97,16 +88,16 @@ JUDGE_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL")
 
 @dataclass(frozen=True)
 class ContainerLimits:
-    """Per-container bounds from config.yaml (judge_limits)."""
+    """Per-container bounds: these defaults are the only ones; config.yaml's judge_limits
+    overrides them (sforge.grading.container_limits)."""
 
     pids: int = 4096  # processes + threads: a parallel build or a JVM test run fits
     writable: str | None = "10g"  # writable layer, where the storage driver can bound it
 
 
 def lockdown(limits: ContainerLimits) -> dict[str, Any]:
-    """Host-config options of every container from a judge image (judges, game servers)."""
-    return {"security_opt": ["no-new-privileges"], "cap_drop": ["ALL"],
-            "cap_add": list(JUDGE_CAPS), "pids_limit": limits.pids}
+    """ContainerSpec fields of every container from a judge image (judges, game servers)."""
+    return {"no_new_privileges": True, "cap_add": JUDGE_CAPS, "pids": limits.pids}
 # The setup step exits with this code if it cannot clear a planted result.json (then whatever
 # is at RESULT_PATH was not written by the grader). A grader that itself exits 222 is judged
 # invalid too: an accepted ambiguity, documented.
@@ -122,15 +113,6 @@ _SETUP = (
     f'|| {{ echo "sforge: cannot clear $d/result.json" >&2; exit {SETUP_FAILED_EXIT}; }}; '
     'exec /bin/sh -c "$1"'
 )
-# Docker's messages when an extracted member collides with the image's filesystem (a file
-# where the submission has a directory, …): a verdict about the submission, not Docker trouble.
-_EXTRACT_CONFLICTS = ("not a directory", "is a directory", "file exists", "cannot overwrite",
-                      "directory not empty", "file name too long")
-# Daemons (by address) found unable to bound a container's writable layer.
-_storage_opt_supported: dict[str, bool] = {}
-_GO_DIR = 1 << 31
-_GO_SYMLINK = 1 << 27
-_DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 def _now() -> str:
@@ -140,24 +122,6 @@ def _now() -> str:
 def _fmt_num(value: float) -> str:
     """4.0 → '4', 0.5 → '0.5': how a person wrote it in task.toml."""
     return str(int(value)) if float(value).is_integer() else str(value)
-
-
-def _owner_labels(kind: str = JUDGE_LABEL, deadline: float | None = None) -> dict[str, str]:
-    """Who owns a container (kind: JUDGE_LABEL, or a run's label), and when nobody waits for
-    it any more (judges: wall clock + grace)."""
-    me = owner.identity()
-    labels = {kind: "1", OWNER_PID_LABEL: me["pid"], OWNER_HOST_LABEL: me["host"]}
-    if deadline is not None:
-        labels[DEADLINE_LABEL] = str(int(deadline))
-    if "start" in me:
-        labels[OWNER_START_LABEL] = me["start"]
-    return labels
-
-
-def _daemon(client: docker.DockerClient) -> str:
-    adapter = getattr(client.api, "_custom_adapter", None)
-    socket_path = getattr(adapter, "socket_path", None)
-    return f"unix://{socket_path}" if socket_path else str(client.api.base_url)
 
 
 class _LogWriter:
@@ -279,15 +243,14 @@ class _JudgeRun:
     """One container's life: create → extract → start → wait → read → (always) remove."""
 
     # Output read live by attaching before start (run). A subclass that starts its container
-    # itself (the service's game servers) sets False: its log is read from the daemon.
+    # itself (the service's game servers) sets False: its log is read from the engine.
     LIVE_LOG = True
 
-    def __init__(self, client: docker.DockerClient, image: str, task: Task,
+    def __init__(self, engine: ContainerEngine, image: str, task: Task,
                  timeout: float, log_path: Path | None, limits: ContainerLimits | None = None,
                  key: str = ""):
         self.key = key
-        self.api = client.api
-        self.daemon = _daemon(client)
+        self.engine = engine
         self.image = image
         self.task = task
         self.timeout = timeout
@@ -298,84 +261,57 @@ class _JudgeRun:
         self.reader: threading.Thread | None = None
         self.read_error: BaseException | None = None
 
-    def _infra(self, what: str, exc: Exception) -> InfrastructureError:
-        if isinstance(exc, requests.exceptions.ConnectionError):
-            return InfrastructureError(f"cannot reach the Docker daemon at {self.daemon} "
+    def _infra(self, what: str, exc: EngineError) -> InfrastructureError:
+        daemon = self.engine.daemon
+        if exc.unreachable:
+            return InfrastructureError(f"cannot reach the Docker daemon at {daemon} "
                                        f"({what} for judge image {self.image}): {exc}")
-        return InfrastructureError(f"Docker daemon at {self.daemon}: {what} failed for judge "
+        return InfrastructureError(f"Docker daemon at {daemon}: {what} failed for judge "
                                    f"image {self.image}: {exc}")
 
-    def create(self) -> None:
+    def spec(self, command: tuple[str, ...], **changes: Any) -> ContainerSpec:
+        """The container of this judge image: the task's limits and cwd, the lockdown, the
+        owner labels; `changes` for what a caller runs differently (a game server)."""
         judge, env = self.task.judge, self.task.environment
-        deadline = time.time() + self.timeout + DEADLINE_GRACE_S
-        writable = self.limits.writable if _storage_opt_supported.get(self.daemon, True) \
-            else None
-        while True:
-            try:
-                resp = self.api.create_container(
-                    self.image,
-                    entrypoint=["/bin/sh", "-c", _SETUP, "sforge-judge", judge.cmd],
-                    working_dir=env.cwd,
-                    environment={"SFORGE_CPUS": _fmt_num(judge.cpus),
-                                 "SFORGE_MEMORY": judge.memory},
-                    labels={**_owner_labels(deadline=deadline), TASK_LABEL: self.task.id,
-                            KEY_LABEL: self.key},
-                    host_config=self._host_config(writable),
-                    detach=True,
-                )
-                break
-            except docker.errors.ImageNotFound:
-                raise InfrastructureError(f"judge image {self.image} not found on the Docker "
-                                          f"daemon at {self.daemon}; build it first") from None
-            except docker.errors.APIError as exc:
-                text = str(exc.explanation or exc).lower().replace(" ", "-")
-                if writable and ("storage-opt" in text or "storageopt" in text):
-                    _storage_opt_supported[self.daemon] = False  # said once per daemon
-                    log.info("the Docker daemon at %s cannot bound a container's writable "
-                             "layer (%s); judges run without that bound", self.daemon,
-                             exc.explanation)
-                    writable = None
-                    continue
-                raise self._infra("creating the judge container", exc) from None
-            except _DOCKER_ERRORS as exc:
-                raise self._infra("creating the judge container", exc) from None
-        self.id = resp["Id"]
+        fields: dict[str, Any] = {
+            "image": self.image, "command": command, "cwd": env.cwd,
+            "env": {"SFORGE_CPUS": _fmt_num(judge.cpus), "SFORGE_MEMORY": judge.memory},
+            "labels": {**owner.labels(), TASK_LABEL: self.task.id},
+            "cpus": judge.cpus, "memory": parse_memory(judge.memory),
+            "network": "bridge" if judge.internet else "none", **lockdown(self.limits)}
+        fields.update(changes)
+        return ContainerSpec(**fields)
 
-    def _host_config(self, writable: str | None) -> dict[str, Any]:
-        judge = self.task.judge
-        memory = parse_memory(judge.memory)
-        return self.api.create_host_config(
-            init=True,
-            network_mode="bridge" if judge.internet else "none",
-            nano_cpus=int(judge.cpus * 1e9),
-            mem_limit=memory,
-            memswap_limit=memory,  # equal: no swap on top of the limit
-            # Output is read live by attaching (see run): the daemon keeps none of it.
-            log_config=LogConfig(type="none"),
-            storage_opt={"size": writable} if writable else None,
-            **lockdown(self.limits),
-        )
+    def create_spec(self, spec: ContainerSpec, what: str = "creating the judge container"
+                    ) -> None:
+        try:
+            self.id = self.engine.create_container(spec)
+        except ImageMissing:
+            raise InfrastructureError(f"judge image {self.image} not found on the Docker "
+                                      f"daemon at {self.engine.daemon}; build it first") from None
+        except EngineError as exc:
+            raise self._infra(what, exc) from None
+
+    def create(self) -> None:
+        deadline = time.time() + self.timeout + DEADLINE_GRACE_S
+        self.create_spec(self.spec(
+            ("/bin/sh", "-c", _SETUP, "sforge-judge", self.task.judge.cmd),
+            labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,
+                    KEY_LABEL: self.key},
+            writable=self.limits.writable))
 
     def extract(self, filtered: FilteredArchive) -> str | None:
         """Put the filtered submission into cwd; a collision with the image is a verdict."""
         if not filtered.members:
             return None
+        assert self.id is not None
         data: Any = filtered.read_bytes() if filtered.size <= (64 << 20) else filtered.data
         cwd = self.task.environment.cwd
         try:
-            try:
-                self.api.put_archive(self.id, cwd, data)
-            except docker.errors.NotFound:
-                # cwd missing (Docker normally creates WorkingDir at create time): make it.
-                self.api.put_archive(self.id, "/", _dirs_tar(cwd))
-                filtered.data.seek(0)
-                self.api.put_archive(self.id, cwd, data)
-        except docker.errors.APIError as exc:
-            message = str(exc.explanation or exc)
-            if any(s in message.lower() for s in _EXTRACT_CONFLICTS):
-                return f"could not extract the submission into {cwd}: {message}"
-            raise self._infra("extracting the submission", exc) from None
-        except _DOCKER_ERRORS as exc:
+            self.engine.put_archive(self.id, cwd, data)
+        except ExtractConflict as exc:
+            return f"could not extract the submission into {cwd}: {exc}"
+        except EngineError as exc:
             raise self._infra("extracting the submission", exc) from None
         return None
 
@@ -383,9 +319,10 @@ class _JudgeRun:
         """Read the judge's output from before its first byte, in a thread, into the log."""
         if self.log_path is None:
             return
+        assert self.id is not None
         try:
-            stream = self.api.attach(self.id, stdout=True, stderr=True, stream=True, logs=False)
-        except _DOCKER_ERRORS as exc:
+            stream = self.engine.attach_output(self.id)
+        except EngineError as exc:
             raise self._infra("attaching to the judge", exc) from None
         self.log = _LogWriter(self.log_path)
 
@@ -401,61 +338,45 @@ class _JudgeRun:
 
     def run(self) -> tuple[bool, float, str, str]:
         """Start and wait up to the wall clock; kill at once on expiry. → timed_out, …"""
+        assert self.id is not None
         started_at = _now()
         t0 = time.monotonic()
-        timed_out = False
         try:
             self.attach()
-            self.api.start(self.id)
-            running = time.monotonic()  # the clock runs from here: start-up is Docker's time
-            try:
-                self.api.wait(self.id, timeout=self.timeout)
-            except requests.exceptions.RequestException:
-                if time.monotonic() - running < self.timeout - 0.05:
-                    raise  # the daemon went away, not the clock
-                timed_out = True
-                with contextlib.suppress(docker.errors.APIError):  # 409: it just exited
-                    self.api.kill(self.id)
-        except _DOCKER_ERRORS as exc:
+            self.engine.start(self.id)
+            # the clock runs from here: start-up is the engine's time
+            timed_out = self.engine.wait(self.id, self.timeout) is None
+            if timed_out:
+                self.engine.kill(self.id)
+        except EngineError as exc:
             raise self._infra("running the judge", exc) from None
         return timed_out, time.monotonic() - t0, started_at, _now()
 
     def inspect_state(self) -> dict[str, Any]:
+        assert self.id is not None
         try:
-            return self.api.inspect_container(self.id)["State"]
-        except _DOCKER_ERRORS as exc:
+            return self.engine.container_state(self.id)
+        except EngineError as exc:
             raise self._infra("inspecting the judge container", exc) from None
 
     def read_result(self) -> tuple[str | None, dict[str, Any], bool]:
         """→ (problem, fields, present). Reads RESULT_PATH from the exited container."""
+        assert self.id is not None
         try:
-            stream, stat = self.api.get_archive(self.id, RESULT_PATH)
-        except docker.errors.NotFound:
+            found = self.engine.read_file(self.id, RESULT_PATH, MAX_RESULT_BYTES)
+        except EngineError as exc:
+            raise self._infra("reading result.json", exc) from None
+        if found is None:
             return None, {}, False
-        except _DOCKER_ERRORS as exc:
-            raise self._infra("reading result.json", exc) from None
-        mode = int(stat.get("mode", 0))
-        if mode & _GO_DIR:
+        if found.kind == "dir":
             return "result.json is a directory, not a file", {}, True
-        if mode & _GO_SYMLINK:
+        if found.kind == "symlink":
             return "result.json is a symlink, not a file", {}, True
-        if int(stat.get("size", 0)) > MAX_RESULT_BYTES:
+        if found.kind == "too large":
             return f"result.json is larger than {MAX_RESULT_BYTES} bytes", {}, True
-        buf = bytearray()
-        try:
-            for chunk in stream:
-                buf += chunk
-                if len(buf) > MAX_RESULT_BYTES + (1 << 20):
-                    return f"result.json is larger than {MAX_RESULT_BYTES} bytes", {}, True
-        except _DOCKER_ERRORS as exc:
-            raise self._infra("reading result.json", exc) from None
-        with tarfile.open(fileobj=io.BytesIO(bytes(buf))) as tar:
-            member = tar.next()
-            fh = tar.extractfile(member) if member is not None and member.isreg() else None
-            if fh is None:
-                return "result.json is not a regular file", {}, True
-            raw = fh.read()
-        problem, fields = parse_result(raw)
+        if found.kind != "file":
+            return "result.json is not a regular file", {}, True
+        problem, fields = parse_result(found.data)
         return problem, fields, True
 
     def write_log(self, trailer: str) -> None:
@@ -463,10 +384,8 @@ class _JudgeRun:
             return
         if self.log is None and not self.LIVE_LOG and self.id is not None:
             try:
-                chunks = self.api.logs(self.id, stdout=True, stderr=True, stream=True,
-                                       follow=False)
-                _write_log(self.log_path, chunks, trailer)
-            except _DOCKER_ERRORS as exc:
+                _write_log(self.log_path, self.engine.output(self.id), trailer)
+            except EngineError as exc:
                 raise self._infra("reading the container's logs", exc) from None
             return
         if self.log is None:  # never started: only sforge's lines
@@ -477,7 +396,7 @@ class _JudgeRun:
             if self.reader.is_alive():
                 trailer = "\n[sforge] output still open 30 s after the judge ended: log cut here" \
                     + trailer
-        if self.read_error is not None and not isinstance(self.read_error, _DOCKER_ERRORS):
+        if self.read_error is not None and not isinstance(self.read_error, EngineError):
             raise self.read_error
         writer, self.log = self.log, None
         writer.finish(trailer)
@@ -488,27 +407,12 @@ class _JudgeRun:
         if self.id is None:
             return
         try:
-            self.api.remove_container(self.id, force=True)
-        except docker.errors.NotFound:
-            pass
-        except _DOCKER_ERRORS as exc:  # never mask the real outcome; sweep_stale_containers
+            self.engine.remove_container(self.id)
+        except EngineError as exc:  # never mask the real outcome; the sweep removes it later
             log.warning("could not remove judge container %s: %s", self.id[:12], exc)
 
 
-def _dirs_tar(path: str) -> bytes:
-    """A tar of the directories of an absolute path, to extract at '/'."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        parts = [p for p in path.split("/") if p]
-        for i in range(1, len(parts) + 1):
-            info = tarfile.TarInfo("/".join(parts[:i]))
-            info.type = tarfile.DIRTYPE
-            info.mode = 0o755
-            tar.addfile(info)
-    return buf.getvalue()
-
-
-def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path, *,
+def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
               limits: ArchiveLimits | None = None, timeout: float | None = None,
               log_path: Path | None = None, key: str | None = None,
               submission: str | None = None,
@@ -558,7 +462,7 @@ def run_judge(client: docker.DockerClient, image: str, task: Task, archive: Path
 
         if filtered.refused:
             return refused(filtered.refused, filtered.rejected)
-        run = _JudgeRun(client, image, task, wall, log_path,
+        run = _JudgeRun(engine, image, task, wall, log_path,
                         container_limits or ContainerLimits(), key)
         return _grade(run, filtered, result)
 
@@ -605,45 +509,6 @@ def _grade(run: _JudgeRun, filtered: FilteredArchive,
         run.remove()
 
 
-def sweep_stale_containers(client: docker.DockerClient, kind: str = JUDGE_LABEL) -> list[str]:
-    """Remove containers nobody waits for (judges, or work containers of runs with
-    kind=RUN_LABEL); → removed ids.
-
-    Stale: its owner died on this host (pid gone, or reused by another process), or its
-    deadline label passed (on any host: the owner overran or hangs). A live owner's judge
-    within its deadline, and another host's judge within its deadline, are never touched.
-    """
-    removed = []
-    try:
-        containers = client.api.containers(all=True, filters={"label": kind})
-    except _DOCKER_ERRORS as exc:
-        raise InfrastructureError(f"cannot list judge containers on the Docker daemon at "
-                                  f"{_daemon(client)}: {exc}") from None
-    for c in containers:
-        labels = c.get("Labels") or {}
-        try:
-            deadline: float | None = float(labels[DEADLINE_LABEL])
-        except (KeyError, ValueError):
-            deadline = None
-        if owner.gone(labels.get(OWNER_HOST_LABEL), labels.get(OWNER_PID_LABEL),
-                      labels.get(OWNER_START_LABEL), deadline) is None:
-            continue
-        try:
-            client.api.remove_container(c["Id"], force=True)
-        except docker.errors.NotFound:
-            continue  # another sweeper was first
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:  # "removal … already in progress": another sweeper
-                continue
-            raise InfrastructureError(f"cannot remove stale judge container {c['Id'][:12]}: "
-                                      f"{exc}") from None
-        except _DOCKER_ERRORS as exc:
-            raise InfrastructureError(f"cannot remove stale judge container {c['Id'][:12]}: "
-                                      f"{exc}") from None
-        removed.append(c["Id"])
-    return removed
-
-
 def docker_run_args(task: Task, limits: ContainerLimits | None = None) -> list[str]:
     """`docker run` flags giving a container what a judge container of `task` gets (limits,
     lockdown, network, cwd, environment): the floor the grading figures are measured
@@ -653,8 +518,8 @@ def docker_run_args(task: Task, limits: ContainerLimits | None = None) -> list[s
     locked = lockdown(limits or ContainerLimits())
     return ["--init", "--cpus", _fmt_num(judge.cpus), "--memory", memory,
             "--memory-swap", memory, "--network", "bridge" if judge.internet else "none",
-            "--log-driver", "none", "--security-opt", *locked["security_opt"],
+            "--log-driver", "none", "--security-opt", "no-new-privileges",
             "--cap-drop", "ALL", *[f"--cap-add={c}" for c in locked["cap_add"]],
-            "--pids-limit", str(locked["pids_limit"]),
+            "--pids-limit", str(locked["pids"]),
             "-w", task.environment.cwd, "-e", f"SFORGE_CPUS={_fmt_num(judge.cpus)}",
             "-e", f"SFORGE_MEMORY={judge.memory}"]

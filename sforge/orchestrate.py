@@ -479,7 +479,7 @@ def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
             verdicts = []
             for i in range(times):
                 log = pipe.layout.root / "check" / "repeat" / task.id / f"{sub.sha256[:12]}-{i}.log"
-                r = run_judge(engine().client, tag, task, sub.path, limits=limits, log_path=log,
+                r = run_judge(engine(), tag, task, sub.path, limits=limits, log_path=log,
                               container_limits=bounds, submission=sub.sha256)
                 verdicts.append((r.valid, r.score, r.reason or r.summary))
             outcomes.append(RepeatOutcome(task.id, sub.path, verdicts))

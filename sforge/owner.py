@@ -1,7 +1,9 @@
-"""Who a claim or a judge container belongs to, and whether that owner can still finish.
+"""Who a claim or a container belongs to, and whether that owner can still finish.
 
 One identity for both (host, pid, process start time): a reused pid is not its owner, and an
 owner on another host is judged only by its deadline, since its pid means nothing here.
+Containers carry that identity as labels (with a deadline for judges), so
+`sweep_stale_containers` removes, through the engine, those nobody waits for any more.
 """
 
 from __future__ import annotations
@@ -11,6 +13,12 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import InfrastructureError
+
+if TYPE_CHECKING:
+    from .engine import ContainerEngine
 
 
 def process_start(pid: int) -> str | None:
@@ -69,3 +77,61 @@ def gone(host: str | None, pid: str | int | None, start: str | None,
         if not alive(number, start):
             return "owner process dead"
     return None
+
+
+# -- containers: who owns one, and the sweep of those nobody waits for -------------------------
+JUDGE_LABEL = "sforge.judge"
+OWNER_PID_LABEL = "sforge.owner.pid"
+OWNER_HOST_LABEL = "sforge.owner.host"
+OWNER_START_LABEL = "sforge.owner.start"  # process start time: a reused pid is not its owner
+DEADLINE_LABEL = "sforge.deadline"  # epoch seconds after which nobody waits for it any more
+
+
+def labels(kind: str = JUDGE_LABEL, deadline: float | None = None) -> dict[str, str]:
+    """Who owns a container (kind: JUDGE_LABEL, or a run's label), and when nobody waits for
+    it any more (judges: wall clock + grace)."""
+    me = identity()
+    out = {kind: "1", OWNER_PID_LABEL: me["pid"], OWNER_HOST_LABEL: me["host"]}
+    if deadline is not None:
+        out[DEADLINE_LABEL] = str(int(deadline))
+    if "start" in me:
+        out[OWNER_START_LABEL] = me["start"]
+    return out
+
+
+def sweep_stale_containers(engine: ContainerEngine, kind: str = JUDGE_LABEL) -> list[str]:
+    """Remove containers nobody waits for (judges, or work containers of runs with
+    kind=RUN_LABEL); → removed ids.
+
+    Stale: its owner died on this host (pid gone, or reused by another process), or its
+    deadline label passed (on any host: the owner overran or hangs). A live owner's judge
+    within its deadline, and another host's judge within its deadline, are never touched.
+    """
+    removed = []
+    try:
+        found = engine.containers(kind)
+    except InfrastructureError as exc:
+        raise InfrastructureError(f"cannot list judge containers on the Docker daemon at "
+                                  f"{engine.daemon}: {exc}") from None
+    for cid, marks in found:
+        try:
+            deadline: float | None = float(marks[DEADLINE_LABEL])
+        except (KeyError, ValueError):
+            deadline = None
+        if gone(marks.get(OWNER_HOST_LABEL), marks.get(OWNER_PID_LABEL),
+                marks.get(OWNER_START_LABEL), deadline) is None:
+            continue
+        try:
+            if not engine.remove_container(cid):
+                continue  # another sweeper was first
+        except InfrastructureError as exc:
+            raise InfrastructureError(f"cannot remove stale judge container {cid[:12]}: "
+                                      f"{exc}") from None
+        removed.append(cid)
+    return removed
+
+
+def remove_own(engine: ContainerEngine, kind: str = JUDGE_LABEL) -> list[str]:
+    """Remove the containers of `kind` this process created (a stop before they finished)."""
+    return [cid for cid, _ in engine.containers(kind, f"{OWNER_PID_LABEL}={os.getpid()}")
+            if engine.remove_container(cid)]

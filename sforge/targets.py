@@ -111,9 +111,9 @@ def sweep_orphans() -> list[str]:
     global _swept
     with _sweep_lock:
         if _swept is None:
-            from .judge import sweep_stale_containers
+            from .owner import sweep_stale_containers
 
-            _swept = sweep_stale_containers(engine().client)
+            _swept = sweep_stale_containers(engine())
             for cid in _swept:
                 warn(f"removed stale judge container {cid[:12]} on {node_name()}")
         return _swept
@@ -198,7 +198,7 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
         log = pipe.layout.eval_log(task.id, target.key)
         # The target's key and sha256 are handed down: the judge neither hashes the archive
         # again nor has its result fields patched afterwards.
-        result = run_judge(eng.client, target.judge.tag, task, target.archive,
+        result = run_judge(eng, target.judge.tag, task, target.archive,
                            limits=archive_limits(pipe.config), log_path=log, key=target.key,
                            submission=target.sha256,
                            container_limits=container_limits(pipe.config))

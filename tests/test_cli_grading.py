@@ -19,8 +19,8 @@ def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_clie
     toml = sf.bench / "benchmark.toml"
     toml.write_text(toml.read_text() + f'registry = "127.0.0.1:{free_port()}"\n')
     config = tmp_path / "config.yaml"  # archives of more than 3 members are invalid
-    config.write_text((REPO / "config.yaml").read_text().replace("max_members: 10000",
-                                                                 "max_members: 3"))
+    config.write_text((REPO / "config.yaml").read_text().replace(
+        "archive_limits: {}", "archive_limits: {max_members: 3}"))
     build = sf.run("build", "-j", "2", "--config", str(config), check=True)
     assert build.stderr.count("building without the registry") == 1, build.stderr
 

@@ -28,18 +28,21 @@ import pytest
 
 import sforge
 from sforge import judge as judge_mod
+from sforge import owner
 from sforge.archive import ArchiveLimits
+from sforge.engine import DockerEngine
 from sforge.errors import InfrastructureError
-from sforge.judge import parse_result, run_judge, sweep_stale_containers
+from sforge.judge import parse_result, run_judge
 from sforge.loader import load_task
 from sforge.model import Task
+from sforge.owner import sweep_stale_containers
 from sforge.results import EvalResult, eval_key
 from sforge.units import parse_memory
 
 docker_test = pytest.mark.docker
 
 FIXTURES = Path(__file__).parent / "judge_fixtures"
-MINE = {"label": f"{judge_mod.OWNER_PID_LABEL}={os.getpid()}"}
+MINE = {"label": f"{owner.OWNER_PID_LABEL}={os.getpid()}"}
 FORGED = b'{"valid": true, "score": 1e9, "summary": "forged"}'
 
 
@@ -113,7 +116,7 @@ def no_container_left(request: pytest.FixtureRequest) -> Iterator[None]:
 def grade(client: docker.DockerClient, judges: dict, name: str, archive: Path,
           **kwargs: object) -> EvalResult:
     task, tag = judges[name]
-    return run_judge(client, tag, task, archive, **kwargs)  # type: ignore[arg-type]
+    return run_judge(DockerEngine(client), tag, task, archive, **kwargs)  # type: ignore[arg-type]
 
 
 def with_rules(task: Task, **changes: object) -> Task:
@@ -130,7 +133,7 @@ def test_valid_result(client, judges, make_archive, tmp_path: Path) -> None:
     archive = make_archive(reg("solution.txt", b"42"), d("src"), reg("src/main.c"))
     task, tag = judges["inspect"]
     log_path = tmp_path / "logs" / "judge.log"
-    r = run_judge(client, tag, task, archive, log_path=log_path)
+    r = run_judge(DockerEngine(client), tag, task, archive, log_path=log_path)
     assert (r.valid, r.score, r.summary, r.reason) == (True, 42.0, "original", None)
     assert r.details == ["solution.txt", "src", "src/main.c", "tests", "tests/check.txt"]
     assert r.metrics["pwd"] == "/home/workspace/app"
@@ -215,7 +218,7 @@ def test_hostile_corpus(client, judges, make_archive) -> None:
         hard("hl", "/etc/passwd"), hard("hl2", "../../../etc/hostname"),
         special("fifo", tarfile.FIFOTYPE), special("null", tarfile.CHRTYPE),
         special("sda", tarfile.BLKTYPE), reg("ok.txt"))
-    r = run_judge(client, tag, task, archive)
+    r = run_judge(DockerEngine(client), tag, task, archive)
     assert r.valid
     assert r.metrics["escaped"] == []
     assert "ok.txt" in r.details
@@ -318,7 +321,7 @@ def test_extraction_conflict_with_the_image_is_a_verdict(client, judges, make_ar
     """A directory where the image has a file makes Docker fail the extraction: invalid."""
     task, tag = judges["inspect"]
     task = with_rules(task, paths=(".",), exclude=())
-    r = run_judge(client, tag, task, make_archive(reg("tests/check.txt/x")))
+    r = run_judge(DockerEngine(client), tag, task, make_archive(reg("tests/check.txt/x")))
     assert not r.valid and "could not extract the submission" in r.reason
     assert "not a directory" in r.reason
 
@@ -443,14 +446,14 @@ def test_timeout_kills_at_once(client, judges, make_archive, tmp_path: Path) -> 
 @docker_test
 def test_task_timeout_used_by_default(client, judges, make_archive) -> None:
     task, tag = judges["sleep"]
-    r = run_judge(client, tag, with_judge(task, timeout_sec=1), make_archive())
+    r = run_judge(DockerEngine(client), tag, with_judge(task, timeout_sec=1), make_archive())
     assert r.timed_out and r.reason == "timed out after 1 s"
 
 
 @docker_test
 def test_internet_when_asked(client, judges, make_archive) -> None:
     task, tag = judges["inspect"]
-    r = run_judge(client, tag, with_judge(task, internet=True), make_archive())
+    r = run_judge(DockerEngine(client), tag, with_judge(task, internet=True), make_archive())
     assert "eth0" in r.metrics["net"]
 
 
@@ -480,14 +483,14 @@ def test_daemon_unreachable(judges, make_archive) -> None:
     dead = docker.DockerClient(base_url="unix:///nonexistent.sock", version="1.41")
     task, tag = judges["inspect"]
     with pytest.raises(InfrastructureError, match="nonexistent.sock"):
-        run_judge(dead, tag, task, make_archive(reg("solution.txt")))
+        run_judge(DockerEngine(dead), tag, task, make_archive(reg("solution.txt")))
 
 
 @docker_test
 def test_image_missing(client, judges, make_archive) -> None:
     task, _ = judges["inspect"]
     with pytest.raises(InfrastructureError, match="sforge-test-judge-absent:nope.*not found"):
-        run_judge(client, "sforge-test-judge-absent:nope", task, make_archive())
+        run_judge(DockerEngine(client), "sforge-test-judge-absent:nope", task, make_archive())
 
 
 @docker_test
@@ -499,7 +502,7 @@ def test_ctrl_c_removes_the_container(client, judges, make_archive) -> None:
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_judge(client, tag, task, make_archive(), timeout=20)
+            run_judge(DockerEngine(client), tag, task, make_archive(), timeout=20)
     finally:
         timer.cancel()
     assert client.api.containers(all=True, filters=MINE) == []
@@ -509,27 +512,27 @@ def test_ctrl_c_removes_the_container(client, judges, make_archive) -> None:
 def test_sweep_removes_only_dead_owners(client, judges) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
-    labels = judge_mod._owner_labels(deadline=time.time() + 3600)
+    labels = owner.labels(deadline=time.time() + 3600)
     api = client.api
     ids = {
         "dead": api.create_container("busybox:1.36", "true", labels={
-            **labels, judge_mod.OWNER_PID_LABEL: str(dead.pid)})["Id"],
+            **labels, owner.OWNER_PID_LABEL: str(dead.pid)})["Id"],
         "reused pid": api.create_container("busybox:1.36", "true", labels={
-            **labels, judge_mod.OWNER_START_LABEL: "1"})["Id"],
+            **labels, owner.OWNER_START_LABEL: "1"})["Id"],
         "live": api.create_container("busybox:1.36", "true", labels=labels)["Id"],
         "other host": api.create_container("busybox:1.36", "true", labels={
-            **labels, judge_mod.OWNER_PID_LABEL: str(dead.pid),
-            judge_mod.OWNER_HOST_LABEL: "some-other-host"})["Id"],
+            **labels, owner.OWNER_PID_LABEL: str(dead.pid),
+            owner.OWNER_HOST_LABEL: "some-other-host"})["Id"],
         "live, deadline passed": api.create_container("busybox:1.36", "true", labels={
-            **labels, judge_mod.DEADLINE_LABEL: str(int(time.time()) - 1)})["Id"],
+            **labels, owner.DEADLINE_LABEL: str(int(time.time()) - 1)})["Id"],
         "other host, deadline passed": api.create_container("busybox:1.36", "true", labels={
-            **labels, judge_mod.OWNER_HOST_LABEL: "some-other-host",
-            judge_mod.DEADLINE_LABEL: str(int(time.time()) - 1)})["Id"],
+            **labels, owner.OWNER_HOST_LABEL: "some-other-host",
+            owner.DEADLINE_LABEL: str(int(time.time()) - 1)})["Id"],
     }
     try:
         # Every sforge command sweeps at its start, so others' commands may remove the stale
         # ones first, even while we list: the low-level list, no per-container lookups.
-        removed = set(sweep_stale_containers(client))
+        removed = set(sweep_stale_containers(DockerEngine(client)))
         assert ids["live"] not in removed and ids["other host"] not in removed
         left = {c["Id"] for c in api.containers(all=True, filters=MINE)}
         assert left == {ids["live"]}  # every stale one is gone, by this sweep or another
@@ -622,7 +625,7 @@ def test_submission_metadata_reaches_the_judge(client, judges, tmp_path: Path) -
     whichever way the archive is extracted; the dropped capability is listed, not silent."""
     archive = _metadata_archive(tmp_path)
     task, tag = judges["metadata"]
-    r = run_judge(client, tag, task, archive)
+    r = run_judge(DockerEngine(client), tag, task, archive)
     assert r.valid, r.reason
     seen = {d["name"]: d for d in r.details}
     assert seen["shared"]["mode"] == oct(0o42770) and seen["shared"]["gid"] == 1234

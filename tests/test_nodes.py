@@ -17,7 +17,7 @@ import docker.errors
 import pytest
 from conftest import REPO, free_port
 
-from sforge import judge as judge_mod
+from sforge import owner
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 
@@ -64,8 +64,8 @@ def test_node_job_sweeps_orphans_and_pulls_its_judge(minibench, registry, docker
     dead.wait()
     node = f"node-{minibench.name}"
     orphan = docker_client.api.create_container("busybox:1.36", "true", labels={
-        **judge_mod._owner_labels(), judge_mod.OWNER_PID_LABEL: str(dead.pid),
-        judge_mod.OWNER_HOST_LABEL: node})["Id"]
+        **owner.labels(), owner.OWNER_PID_LABEL: str(dead.pid),
+        owner.OWNER_HOST_LABEL: node})["Id"]
     try:
         proc = node_job(minibench, f"registry={registry}", node=node)
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -144,16 +144,16 @@ def test_json_errors_are_one_object_with_a_kind(minibench, tmp_path):
 def test_every_command_sweeps_orphaned_judges(minibench, docker_client):
     """A judge left by a killed sforge (dead owner) or past its deadline is removed by the
     next sforge command, even one with no grading to do."""
-    from sforge import judge as judge_mod
+    from sforge import owner
 
     dead = subprocess.Popen(["true"])
     dead.wait()
-    labels = {**judge_mod._owner_labels(deadline=time.time() + 3600), "sforge.test": minibench.name}
+    labels = {**owner.labels(deadline=time.time() + 3600), "sforge.test": minibench.name}
     api = docker_client.api
     ids = [api.create_container("busybox:1.36", ["sleep", "60"], labels={
-               **labels, judge_mod.OWNER_PID_LABEL: str(dead.pid)})["Id"],
+               **labels, owner.OWNER_PID_LABEL: str(dead.pid)})["Id"],
            api.create_container("busybox:1.36", ["sleep", "60"], labels={
-               **labels, judge_mod.DEADLINE_LABEL: str(int(time.time()) - 5)})["Id"]]
+               **labels, owner.DEADLINE_LABEL: str(int(time.time()) - 5)})["Id"]]
     for cid in ids:
         api.start(cid)
     try:

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         sha = file_sha256(args.archive)
         from sforge.judge import run_judge
 
-        result = run_judge(engine.client, image, task, args.archive,
+        result = run_judge(engine, image, task, args.archive,
                            limits=archive_limits(config),
                            container_limits=container_limits(config), submission=sha,
                            key=eval_key(image, sha, task.judge_settings()))

@@ -31,8 +31,10 @@ import docker.errors
 import requests.exceptions
 from docker.types import LogConfig, Mount
 
+from ..engine import DockerEngine
 from ..errors import InfrastructureError
-from ..judge import _owner_labels, sweep_stale_containers
+from ..owner import labels as owner_labels
+from ..owner import sweep_stale_containers
 from ..units import parse_memory
 
 RUN_LABEL = "sforge.run"
@@ -117,7 +119,7 @@ class WorkContainer:
         try:
             resp = self.api.create_container(
                 s.image, entrypoint=relay, command=[], working_dir=s.cwd,
-                environment=s.env, labels={**_owner_labels(RUN_LABEL), **s.labels},
+                environment=s.env, labels={**owner_labels(RUN_LABEL), **s.labels},
                 host_config=host_config, detach=True, name=s.name)
             self.id = resp["Id"]
             self.api.start(self.id)
@@ -211,4 +213,4 @@ class WorkContainer:
 
 def sweep_stale_work_containers(client: docker.DockerClient) -> list[str]:
     """Work containers of sforge processes that died (kill -9): removed at the next run."""
-    return sweep_stale_containers(client, RUN_LABEL)
+    return sweep_stale_containers(DockerEngine(client), RUN_LABEL)

@@ -65,11 +65,11 @@ class Service:
     def sweep(self) -> None:
         """Remove judge containers whose owner process is gone (a crashed service's, a
         killed `sforge eval`'s): at start, then every SWEEP_EVERY_S while serving."""
-        from ..judge import sweep_stale_containers
+        from ..owner import sweep_stale_containers
         from ..targets import engine
 
         try:
-            for cid in sweep_stale_containers(engine().client):
+            for cid in sweep_stale_containers(engine()):
                 log.warning("removed stale judge container %s", cid[:12])
         except SforgeError as exc:
             log.warning("cannot sweep stale judge containers: %s", exc)
@@ -217,13 +217,10 @@ class Service:
 
 def remove_own_judges() -> None:
     """Remove the judge containers this process started (a stop before they finished)."""
-    from ..judge import JUDGE_LABEL, OWNER_PID_LABEL
+    from ..owner import remove_own
     from ..targets import engine
 
     try:
-        client = engine().client
-        for c in client.api.containers(all=True, filters={
-                "label": [JUDGE_LABEL, f"{OWNER_PID_LABEL}={os.getpid()}"]}):
-            client.api.remove_container(c["Id"], force=True)
+        remove_own(engine())
     except Exception as exc:  # noqa: BLE001 - the next start sweeps them anyway
         log.warning("could not remove this service's judge containers: %s", exc)

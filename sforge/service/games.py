@@ -37,22 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from docker.types import LogConfig
 
+from .. import owner
 from ..config import games_settings
+from ..engine import EngineError
 from ..errors import InfrastructureError, SforgeError
 from ..games import TRANSCRIPT, is_game, server_cmd
-from ..judge import (
-    _DOCKER_ERRORS,
-    _SETUP,
-    TASK_LABEL,
-    _fmt_num,
-    _JudgeRun,
-    _owner_labels,
-    lockdown,
-)
+from ..judge import _SETUP, TASK_LABEL, _JudgeRun
 from ..model import Task
-from ..units import parse_memory
 from .state import now_iso
 
 log = logging.getLogger("sforge.service")
@@ -100,8 +92,8 @@ class GameServer(_JudgeRun):
 
     LIVE_LOG = False  # stdout is the protocol channel; the log is read from the daemon
 
-    def __init__(self, client, image: str, task: Task, log_path: Path, max_line: int):
-        super().__init__(client, image, task, 0.0, log_path)
+    def __init__(self, engine, image: str, task: Task, log_path: Path, max_line: int):
+        super().__init__(engine, image, task, 0.0, log_path)
         self.max_line = max_line
         self.sock: socket.socket | None = None
         self._keep: Any = None      # the SocketIO owning self.sock
@@ -109,35 +101,20 @@ class GameServer(_JudgeRun):
         self._out = bytearray()      # stdout payload, not yet a whole line
 
     def create_game(self, session_id: str, index: int) -> None:
-        judge, env = self.task.judge, self.task.environment
-        memory = parse_memory(judge.memory)
-        host_config = self.api.create_host_config(
-            init=True, network_mode="none", nano_cpus=int(judge.cpus * 1e9),
-            mem_limit=memory, memswap_limit=memory,
-            log_config=LogConfig(type="json-file", config={"max-size": "64m"}),
-            **lockdown(self.limits))
-        try:
-            resp = self.api.create_container(
-                self.image, entrypoint=["/bin/sh", "-c", _SETUP, "sforge-game",
-                                        server_cmd(self.task)],
-                working_dir=env.cwd, stdin_open=True,  # docker-py adds StdinOnce
-                environment={"SFORGE_CPUS": _fmt_num(judge.cpus),
-                             "SFORGE_MEMORY": judge.memory, "SFORGE_SESSION": session_id,
-                             "SFORGE_SESSION_INDEX": str(index)},
-                labels={**_owner_labels(), TASK_LABEL: self.task.id,
-                        GAME_LABEL: session_id},
-                host_config=host_config)  # not detach: that would drop StdinOnce
-        except _DOCKER_ERRORS as exc:
-            raise self._infra("creating the game container", exc) from None
-        self.id = resp["Id"]
+        base = self.spec(())
+        self.create_spec(self.spec(
+            ("/bin/sh", "-c", _SETUP, "sforge-game", server_cmd(self.task)),
+            network="none", stdin=True, keep_output=True,
+            env={**base.env, "SFORGE_SESSION": session_id, "SFORGE_SESSION_INDEX": str(index)},
+            labels={**owner.labels(), TASK_LABEL: self.task.id, GAME_LABEL: session_id}),
+            "creating the game container")
 
     def attach_and_start(self) -> None:
         try:
-            self._keep = self.api.attach_socket(self.id, params={
-                "stdin": 1, "stdout": 1, "stream": 1})
-            self.sock = self._keep._sock
-            self.api.start(self.id)
-        except _DOCKER_ERRORS as exc:
+            assert self.id is not None
+            self._keep, self.sock = self.engine.attach_stdio(self.id)
+            self.engine.start(self.id)
+        except EngineError as exc:
             raise self._infra("starting the game server", exc) from None
 
     # the line channel ---------------------------------------------------------------
@@ -202,11 +179,11 @@ class GameServer(_JudgeRun):
                 self.sock.shutdown(socket.SHUT_WR)
         exit_code = None
         try:
-            if grace_s > 0:
+            if grace_s > 0 and self.id is not None:
                 with contextlib.suppress(Exception):
-                    exit_code = self.api.wait(self.id, timeout=grace_s).get("StatusCode")
+                    exit_code = self.engine.wait(self.id, grace_s)
             with contextlib.suppress(Exception):
-                self.api.kill(self.id)  # still running: stop it before reading
+                self.engine.kill(self.id or "")  # still running: stop it before reading
             problem, fields, present = self.read_result()
             self.write_log(trailer + (f" (exit code {exit_code})" if exit_code is not None
                                       else " (stopped by sforge)") + "\n")
@@ -256,10 +233,10 @@ class GameSessions:
             self.state.db.executescript(SCHEMA)
 
     @property
-    def client(self):
+    def engine(self):
         from ..targets import engine
 
-        return engine().client
+        return engine()
 
     # life ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -332,7 +309,7 @@ class GameSessions:
         try:
             self.service.prepare(task.id)
             image = self.pipe.refs[task.id]["judge"].tag
-            server = GameServer(self.client, image, task, transcript.with_suffix(".log"),
+            server = GameServer(self.engine, image, task, transcript.with_suffix(".log"),
                                 int(self.settings["max_step_bytes"]))
             server.create_game(sid, index)
         except (InfrastructureError, SforgeError) as exc:
@@ -575,7 +552,7 @@ class GameSessions:
                        "end_reason = ? WHERE id = ?", now_iso(),
                        "the service restarted (task no longer in the benchmark)", row["id"])
             return
-        server = GameServer(self.client, self.pipe.refs[task.id]["judge"].tag, task,
+        server = GameServer(self.engine, self.pipe.refs[task.id]["judge"].tag, task,
                             transcript.with_suffix(".log"), int(self.settings["max_step_bytes"]))
         server.id = row["container"]
         sess = Session(row["id"], row["run_id"], task, row["idx"], server, transcript,
