@@ -428,6 +428,57 @@ def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
     other outcome, including archives that are not tar archives, refused archives, timeouts
     and OOM kills, is a result.
     """
+    with prepare_judge(engine, image, task, archive, limits=limits, timeout=timeout,
+                       log_path=log_path, key=key, submission=submission,
+                       container_limits=container_limits) as prepared:
+        return prepared.run()
+
+
+class PreparedJudge:
+    """A judge container created, its submission extracted, not started yet (or a verdict
+    already reached without one: a refused archive, a collision with the image).
+
+    `run()` starts it, waits, reads the result and removes the container; `close()` (or
+    leaving the `with`) removes a container that was never run. Preparing the next eval
+    while the current one runs hides create + extract behind the judge's own time.
+    """
+
+    def __init__(self, run: _JudgeRun | None, result: Callable[..., EvalResult],
+                 rejected: list, verdict: EvalResult | None = None):
+        self._run = run
+        self._result = result
+        self._rejected = rejected
+        self.verdict = verdict  # set when no container needs to run
+
+    def run(self) -> EvalResult:
+        if self.verdict is not None:
+            return self.verdict
+        assert self._run is not None, "a prepared judge runs once"
+        run, self._run = self._run, None
+        try:
+            return _finish(run, self._rejected, self._result)
+        finally:
+            run.remove()
+
+    def close(self) -> None:
+        if self._run is not None:
+            run, self._run = self._run, None
+            run.remove()
+
+    def __enter__(self) -> PreparedJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
+                  limits: ArchiveLimits | None = None, timeout: float | None = None,
+                  log_path: Path | None = None, key: str | None = None,
+                  submission: str | None = None,
+                  container_limits: ContainerLimits | None = None) -> PreparedJudge:
+    """Filter `archive`, create the judge container and extract the submission into it:
+    everything of `run_judge` before the judge starts (same arguments, same errors)."""
     archive = Path(archive)
     submission = submission or _archive_sha256(archive)
     settings = task.judge_settings()
@@ -453,60 +504,63 @@ def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
                               warnings=filtered.warnings,
                               log=str(log_path) if log_path else None, **fields)
 
-        def refused(reason: str, rejected: list) -> EvalResult:
+        if filtered.refused:
             now = _now()
             if log_path is not None:
-                _write_log(log_path, (), f"[sforge] archive refused: {reason}\n")
-            return result(valid=False, reason=reason, rejected=rejected, started_at=now,
-                          finished_at=now)
-
-        if filtered.refused:
-            return refused(filtered.refused, filtered.rejected)
+                _write_log(log_path, (), f"[sforge] archive refused: {filtered.refused}\n")
+            return PreparedJudge(None, result, filtered.rejected, result(
+                valid=False, reason=filtered.refused, rejected=filtered.rejected,
+                started_at=now, finished_at=now))
         run = _JudgeRun(engine, image, task, wall, log_path,
                         container_limits or ContainerLimits(), key)
-        return _grade(run, filtered, result)
-
-
-def _grade(run: _JudgeRun, filtered: FilteredArchive,
-           result: Callable[..., EvalResult]) -> EvalResult:
-    try:
-        run.create()
-        conflict = run.extract(filtered)
+        try:
+            run.create()
+            conflict = run.extract(filtered)
+        except BaseException:
+            run.remove()
+            raise
         if conflict:
-            now = _now()
-            run.write_log(f"[sforge] {conflict}\n")
-            return result(valid=False, reason=conflict, rejected=filtered.rejected,
-                          started_at=now, finished_at=now)
-        timed_out, duration, started_at, finished_at = run.run()
-        common = {"rejected": filtered.rejected, "duration_s": round(duration, 3),
-                  "started_at": started_at, "finished_at": finished_at}
-        if timed_out:
-            reason = f"timed out after {_fmt_num(run.timeout)} s"
-            run.write_log(f"\n[sforge] {reason}: killed\n")
-            return result(valid=False, reason=reason, timed_out=True, **common)
-        state = run.inspect_state()
-        exit_code = state.get("ExitCode")
-        oom = bool(state.get("OOMKilled"))
-        problem, fields, present = run.read_result()
-        memory = run.task.judge.memory
-        if exit_code == SETUP_FAILED_EXIT:
-            problem, fields = f"judge setup failed: could not clear {RESULT_PATH}", {}
-        elif not present:
-            problem = (f"killed: out of memory (limit {memory})" if oom else
-                       f"no {RESULT_PATH} (judge exited with code {exit_code})")
-        elif problem and oom:
-            problem = f"killed: out of memory (limit {memory}); {problem}"
-        trailer = f"\n[sforge] judge exited with code {exit_code} after {duration:.2f} s"
-        trailer += " (out of memory)" if oom else ""
-        run.write_log(trailer + (f"; invalid: {problem}" if problem else "") + "\n")
-        common.update(exit_code=exit_code, oom_killed=oom)
-        if problem:
-            fields.pop("valid", None)
-            fields.pop("summary", None)
-            return result(valid=False, reason=problem, **fields, **common)
-        return result(**fields, **common)
-    finally:
-        run.remove()
+            try:
+                now = _now()
+                run.write_log(f"[sforge] {conflict}\n")
+            finally:
+                run.remove()
+            return PreparedJudge(None, result, filtered.rejected, result(
+                valid=False, reason=conflict, rejected=filtered.rejected, started_at=now,
+                finished_at=now))
+        return PreparedJudge(run, result, filtered.rejected)
+
+
+def _finish(run: _JudgeRun, rejected: list, result: Callable[..., EvalResult]) -> EvalResult:
+    """Start the prepared container, wait, and turn what it leaves into the verdict."""
+    timed_out, duration, started_at, finished_at = run.run()
+    common = {"rejected": rejected, "duration_s": round(duration, 3),
+              "started_at": started_at, "finished_at": finished_at}
+    if timed_out:
+        reason = f"timed out after {_fmt_num(run.timeout)} s"
+        run.write_log(f"\n[sforge] {reason}: killed\n")
+        return result(valid=False, reason=reason, timed_out=True, **common)
+    state = run.inspect_state()
+    exit_code = state.get("ExitCode")
+    oom = bool(state.get("OOMKilled"))
+    problem, fields, present = run.read_result()
+    memory = run.task.judge.memory
+    if exit_code == SETUP_FAILED_EXIT:
+        problem, fields = f"judge setup failed: could not clear {RESULT_PATH}", {}
+    elif not present:
+        problem = (f"killed: out of memory (limit {memory})" if oom else
+                   f"no {RESULT_PATH} (judge exited with code {exit_code})")
+    elif problem and oom:
+        problem = f"killed: out of memory (limit {memory}); {problem}"
+    trailer = f"\n[sforge] judge exited with code {exit_code} after {duration:.2f} s"
+    trailer += " (out of memory)" if oom else ""
+    run.write_log(trailer + (f"; invalid: {problem}" if problem else "") + "\n")
+    common.update(exit_code=exit_code, oom_killed=oom)
+    if problem:
+        fields.pop("valid", None)
+        fields.pop("summary", None)
+        return result(valid=False, reason=problem, **fields, **common)
+    return result(**fields, **common)
 
 
 def docker_run_args(task: Task, limits: ContainerLimits | None = None) -> list[str]:

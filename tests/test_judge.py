@@ -32,7 +32,7 @@ from sforge import owner
 from sforge.archive import ArchiveLimits
 from sforge.engine import DockerEngine
 from sforge.errors import InfrastructureError
-from sforge.judge import parse_result, run_judge
+from sforge.judge import parse_result, prepare_judge, run_judge
 from sforge.loader import load_task
 from sforge.model import Task
 from sforge.owner import sweep_stale_containers
@@ -153,6 +153,24 @@ def test_valid_result(client, judges, make_archive, tmp_path: Path) -> None:
     # The result round-trips through its file form.
     r.write(tmp_path / "result.json")
     assert EvalResult.read(tmp_path / "result.json") == r
+
+
+@docker_test
+def test_prepared_judges_run_in_any_order(client, judges, make_archive) -> None:
+    """The next eval's container is created and filled while another one waits to run (the
+    batch pipeline's primitive); one never run leaves no container behind."""
+    task, tag = judges["inspect"]
+    engine = DockerEngine(client)
+    first = prepare_judge(engine, tag, task, make_archive(reg("solution.txt", b"11")))
+    second = prepare_judge(engine, tag, task, make_archive(reg("solution.txt", b"22")))
+    unused = prepare_judge(engine, tag, task, make_archive(reg("solution.txt", b"33")))
+    assert len(client.api.containers(all=True, filters=MINE)) == 3
+    with first, second, unused:
+        assert second.run().score == 22.0
+        assert first.run().score == 11.0
+    refused = prepare_judge(engine, tag, task, make_archive(reg("/abs")), limits=ArchiveLimits(
+        max_members=0))
+    assert refused.verdict is not None and not refused.run().valid
 
 
 @docker_test
