@@ -2,14 +2,18 @@
 results directory grade each eval key once.
 
 A claim is a small JSON file next to the result (evals/<task>/<key>.claim) holding its
-owner (host, pid, process start), a random token and a deadline (epoch seconds). It is
+owner (host, pid, process start; inside a SLURM job also the job's run: job id, restart
+count, node), a random token and a deadline (epoch seconds). It is
 written to a private temporary file first, then hard-linked into place: link(2) fails if the
 name exists, atomically, on local filesystems and on NFS (the classic NFS lock recipe: the
 exclusive create that also survives a retransmitted request, checked by the link count), so
 a claim is never seen half-written. flock would not do: NFSv3 clients may not honour it.
 
-A claim whose owner died (same host: pid gone or reused) or whose deadline passed is stale
-and is taken over: renamed away (only one contender's rename succeeds), checked to be the
+A claim whose owner died or whose deadline passed is stale and is taken over. On the owner's
+host a dead owner is seen directly (pid gone or reused); on another host only SLURM can say
+it (the owner's job run is no longer running on its node: the node died and the job was
+requeued, or the job ended), see `sforge.slurmjob`; otherwise the deadline decides. Stale
+claims are renamed away (only one contender's rename succeeds), checked to be the
 very claim judged stale (else put back), removed, and the key claimed afresh. A holder
 removes only its own claim (by token), so a claim taken over from it is never removed by it.
 
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import owner
+from . import owner, slurmjob
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +76,11 @@ def stale_reason(path: Path, record: dict[str, Any]) -> str | None:
             return None
         return "damaged claim" if age > _BROKEN_GRACE_S else None
     deadline = record.get("deadline")
-    return owner.gone(record.get("host"), record.get("pid"), record.get("start"),
-                      float(deadline) if isinstance(deadline, int | float) else None)
+    reason = owner.gone(record.get("host"), record.get("pid"), record.get("start"),
+                        float(deadline) if isinstance(deadline, int | float) else None)
+    if reason is None and record.get("host") != owner.hostname():
+        reason = slurmjob.ended(record)
+    return reason
 
 
 def try_claim(path: Path, ttl_s: float, what: str = "") -> Claim | None:
@@ -82,7 +89,7 @@ def try_claim(path: Path, ttl_s: float, what: str = "") -> Claim | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex
     deadline = time.time() + ttl_s
-    record = {**owner.identity(), "token": token, "deadline": deadline,
+    record = {**owner.identity(), **slurmjob.incarnation(), "token": token, "deadline": deadline,
               "claimed_at": time.time(), "what": what}
     tmp = path.with_name(f".{path.name}.{token}.tmp")
     tmp.write_text(json.dumps(record))
