@@ -355,7 +355,7 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
             raise SforgeError(f"{path}: archive not found")
         with path.open("rb") as fh:
             sub = store_archive(store, source, task.id, fh, now)
-    pipe.cache.note(sub.path, sub.sha256)  # hashed while stored: not read again to hash
+    pipe.archive_hashes.note(sub.path, sub.sha256)  # hashed while stored: not read again to hash
     task = judged_task(task, timeout)
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)
@@ -412,13 +412,15 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
 def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
     """Grade what is pending (and the tasks `again` anew), then make the tables and
     report.html; True when all made."""
-    from .targets import write_report_target, write_tables_target
+    from .targets import stale_tasks, task_fingerprints, update_report_target
 
     regrade(pipe, again)
-    paths = sorted({p for _, p in pipe.records()})
+    # Only the tasks whose folders changed since the last report are looked at (their
+    # fingerprints are taken before anything is read); only what is missing enters a DAG.
+    prints = task_fingerprints(pipe)
+    stale = stale_tasks(pipe, prints)
+    paths = sorted({p for _, p in pipe.records(stale)}) if stale else []
     set_aside_unreadable(pipe, paths)
-    # Only what is missing enters a DAG; the tables are made here, from per-task parts, so
-    # one changed result among 100,000 costs one task's rows and a concatenation.
     pending = [p for p in paths if not p.exists()]
     if pending:
         say(f"{len(pending)} result(s) to grade first")
@@ -429,10 +431,8 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
         if failed:
             say(f"{len(failed)} result(s) could not be graded; tables not updated")
             return False
-    write_tables_target(pipe)
-    lay = pipe.layout
-    write_report_target(pipe, lay.scores, lay.best, lay.leaderboard, lay.budgets, lay.report,
-                        log=lay.step_log("report"))
+        prints.update(task_fingerprints(pipe, stale))
+    update_report_target(pipe, prints)
     return True
 
 

@@ -117,10 +117,16 @@ class Pipeline:
         configured = self.config.get("submissions")
         return resolve(configured) if configured else self.bench.root / "submissions"
 
+    @functools.cached_property
+    def archive_hashes(self) -> HashCache:
+        """sha256 of submission archives, kept apart from the task files' hashes: planning
+        and building load those every time, and 100,000 archive entries made that slow."""
+        return HashCache(self.layout.cache / "archives.json")
+
     def submissions(self) -> list[Submission]:
         if self._submissions is None:
-            found = discover([self.submissions_dir, self.layout.store], self.cache)
-            self.cache.save()
+            found = discover([self.submissions_dir, self.layout.store], self.archive_hashes)
+            self.archive_hashes.save()
             self._submissions = [s for s in found if s.task in self.bench.tasks]
         return self._submissions
 
@@ -146,12 +152,19 @@ class Pipeline:
 
     def records(self, ids: list[str] | None = None) -> list[tuple[Submission, Path]]:
         """Each submission of the selected tasks with the result file that grades it
-        (computed once per selection: 100,000 eval keys are not free)."""
+        (computed once per selection: 100,000 eval keys are not free). A few tasks asked
+        for before all submissions are known list only those tasks' folders."""
         wanted = frozenset(t.id for t in self.tasks(ids))
         if wanted not in self._records:
+            if self._submissions is None and ids and len(wanted) < len(self.bench.tasks):
+                subs = discover([self.submissions_dir, self.layout.store],
+                                self.archive_hashes, set(wanted))
+                self.archive_hashes.save()
+            else:
+                subs = self.submissions()
             self._records[wanted] = [
                 (s, self.eval_path(self.eval_target(s.task, s.sha256, s.path)))
-                for s in self.submissions() if s.task in wanted]
+                for s in subs if s.task in wanted]
         return self._records[wanted]
 
 

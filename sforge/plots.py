@@ -1,46 +1,38 @@
-"""The report's plots: matplotlib figures as inline SVG, with a hover tooltip per point.
+"""The report's plots: inline SVG written directly, with a hover tooltip per mark.
 
-SVG rather than PNG so the page can say what each point is: every bar and every submission
-gets an SVG `<title>` (the browser shows it on hover: raw score, submission, time) and no
-script is needed. Text stays text (svg.fonttype none), so the figures are sharp and small
-and stay legible when a 400 px screen scales them down. Each SVG is made self-contained
-for inlining in HTML: no XML prolog, no namespace URLs, ids prefixed per figure (several
-figures share one page).
+SVG so the page can say what each point is: every bar and every submission's point carries
+an SVG `<title>` (the browser shows it on hover: raw score, submission, time), no script
+needed, and text stays text, sharp at any size. The figures are four simple kinds (bars,
+lines with points, step curves with points, boxes with points), so they are drawn here as
+SVG elements rather than through a plotting library: matplotlib cost a second to import and
+a quarter of a second per figure, which made a report of 200 tasks take minutes; this takes
+milliseconds, and the same tables always give the same bytes.
 
-Matplotlib is used through Figure objects, never pyplot: no global figure state, so a
-report can be written from a Snakemake thread.
+Each figure is self-contained for inlining in HTML: no XML prolog, no namespace URL, no ids
+(so several figures share a page safely), all text escaped. Coordinates are in a viewBox of
+WIDTH units; the page scales the figure to its width.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import math
-import re
-import xml.etree.ElementTree as ET
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from html import escape
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_svg import FigureCanvasSVG
-from matplotlib.figure import Figure
 
 from .model import Task
 
 MAX_POINTS = 400  # points per source in a task plot; the box and the curve use them all
-WIDTH_IN = 5.6  # at 72 pt/in: 403 pt, about 540 CSS px; pages scale it down to fit
-FONT = 10
+WIDTH = 540  # viewBox units; pages scale it to at most 640 px (and down to a phone's width)
+FONT = 13  # tick labels one smaller: at 400 px wide still ≥ 7 px on screen
 # tab20, reordered so the first ten are tab10: sources keep one colour on every page
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
            "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
-_SVG = "http://www.w3.org/2000/svg"
-_XLINK = "http://www.w3.org/1999/xlink"
-_RC: Any = {"svg.fonttype": "none", "font.size": FONT, "axes.titlesize": FONT,
-       "axes.labelsize": FONT, "xtick.labelsize": FONT - 1, "ytick.labelsize": FONT - 1,
-       "legend.fontsize": FONT - 1}
+INK, GRID, MUTED = "#222222", "#e3e3e3", "#777777"
+CHAR = 0.58  # average glyph width of sans-serif text, in font sizes (for label room)
 
 
 def source_colors(sources: Sequence[str]) -> dict[str, str]:
@@ -49,76 +41,125 @@ def source_colors(sources: Sequence[str]) -> dict[str, str]:
 
 
 def _label(text: object, width: int = 24) -> str:
-    """A source name as matplotlib text: "$" would start mathtext (a malformed formula
-    raises while drawing), a leading "_" hides a legend entry, long names eat the plot."""
+    """A source name as a plot label: printable, at most `width` characters."""
     label = "".join(c if c.isprintable() else " " for c in str(text))
-    if len(label) > width:
-        label = label[: width - 1] + "…"
-    label = label.replace("$", r"\$")
-    return " " + label if label.startswith("_") else label
+    return label[: width - 1] + "…" if len(label) > width else label
 
 
-def _label_inches(labels: Sequence[str]) -> float:
-    """Room for tick labels (fixed margins: tight_layout measured half the plotting time)."""
-    return 0.085 * (FONT - 1) / 9 * max((len(str(x)) for x in labels), default=4) + 0.15
+def _n(x: float) -> str:
+    """A coordinate: two decimals at most, no trailing zeros."""
+    text = f"{x:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
 
 
-def _margins(fig: Figure, left_in: float, bottom_in: float = 0.5) -> None:
-    w, h = fig.get_size_inches()
-    fig.subplots_adjust(left=min(0.6, left_in / w), right=1 - 0.2 / w, bottom=bottom_in / h,
-                        top=1 - 0.15 / h)
+# --------------------------------------------------------------------------- axes
+def nice_ticks(lo: float, hi: float, most: int = 6) -> list[float]:
+    """Round tick values covering [lo, hi]: steps of 1, 2, 2.5 or 5 × 10^k, at most `most`."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        lo, hi = lo - (abs(lo) or 1.0) * 0.5, hi + (abs(hi) or 1.0) * 0.5
+    raw = (hi - lo) / max(1, most - 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.floor(lo / step + 1e-9) * step
+    ticks, i = [], 0
+    while first + i * step <= hi + step * 1e-9:
+        ticks.append(first + i * step)
+        i += 1
+    while len(ticks) < 2 or ticks[-1] < hi - step * 1e-9:
+        ticks.append(ticks[-1] + step)
+    return ticks
 
 
-# --------------------------------------------------------------------------- SVG output
-def _svg(fig: Figure, tips: dict[str, list[str]], uid: str) -> str:
-    """The figure as inline SVG; tips: gid → one tooltip per drawn mark of that artist."""
-    FigureCanvasSVG(fig)
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": uid, "svg.fonttype": "none"}):
-        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None,
-                                                 "Format": None, "Type": None})
-    ET.register_namespace("", _SVG)
-    ET.register_namespace("xlink", _XLINK)
-    root = ET.fromstring(buf.getvalue())
-    for gid, texts in tips.items():
-        group = root.find(f".//*[@id='{gid}']")
-        if group is None:
-            continue
-        defs = {id(el) for el in group.iterfind(f".//{{{_SVG}}}defs/*")}
-        marks = [el for el in group.iter() if el.tag in (f"{{{_SVG}}}use", f"{{{_SVG}}}path")
-                 and id(el) not in defs]
-        if len(marks) != len(texts):  # never guess which tip belongs to which mark
-            continue
-        for el, text in zip(marks, texts, strict=True):
-            title = ET.SubElement(el, f"{{{_SVG}}}title")
-            title.text = text
-    _prefix_ids(root, uid)
-    root.set("class", "plot")
-    root.attrib.pop("width", None)  # the page sizes it (max-width 100%), keeping its ratio
-    root.attrib.pop("height", None)
-    text = ET.tostring(root, encoding="unicode")
-    text = text.replace(f' xmlns="{_SVG}"', "").replace(f' xmlns:xlink="{_XLINK}"', "")
-    return text.replace("xlink:href=", "href=")
+def tick_text(value: float, step: float) -> str:
+    """A tick value with as many decimals as its step needs (an exponent when large)."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e6 or abs(step) < 1e-4:
+        return f"{value:.3g}"
+    decimals = next(d for d in range(12) if abs(round(step, d) - step) <= 1e-9 * abs(step))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-_URL_REF = re.compile(r"url\(#([^)]+)\)")
+class Axis:
+    """A linear map from data to viewBox units, with its ticks."""
+
+    def __init__(self, lo: float, hi: float, start: float, end: float, pad: float = 0.0,
+                 ticks: Sequence[float] | None = None):
+        if ticks is None:
+            span = hi - lo if hi > lo else (abs(hi) or 1.0)
+            ticks = nice_ticks(lo - pad * span, hi + pad * span)
+            lo, hi = ticks[0], ticks[-1]
+        self.lo, self.hi, self.start, self.end = lo, hi, start, end
+        self.ticks = [t for t in ticks if lo - 1e-9 * abs(hi - lo) <= t <= hi + 1e-9 * abs(hi - lo)]
+
+    def __call__(self, value: float) -> float:
+        return self.start + (value - self.lo) / (self.hi - self.lo) * (self.end - self.start)
+
+    def labels(self) -> list[tuple[float, str]]:
+        step = self.ticks[1] - self.ticks[0] if len(self.ticks) > 1 else 1.0
+        return [(t, tick_text(t, step)) for t in self.ticks]
 
 
-def _prefix_ids(root: ET.Element, uid: str) -> None:
-    """Ids unique per figure: two figures on one page may draw the same marker or clip."""
-    href = f"{{{_XLINK}}}href"
-    for el in root.iter():
-        for attr, value in list(el.attrib.items()):
-            if attr == "id":
-                el.set(attr, f"{uid}-{value}")
-            elif attr in (href, "href") and value.startswith("#"):
-                el.set(attr, f"#{uid}-{value[1:]}")
-            elif "url(#" in value:
-                el.set(attr, _URL_REF.sub(lambda m: f"url(#{uid}-{m.group(1)})", value))
+def _text(x: float, y: float, text: str, anchor: str = "start", size: int = FONT - 1,
+          extra: str = "") -> str:
+    return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}"'
+            f'{extra}>{escape(text)}</text>')
 
 
-def _uid(parts: Sequence[str]) -> str:
-    return "f" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:10]
+def _svg(width: float, height: float, body: Iterable[str]) -> str:
+    return (f'<svg viewBox="0 0 {_n(width)} {_n(height)}" class="plot" role="img" '
+            f'font-family="sans-serif" fill="{INK}">' + "".join(body) + "</svg>")
+
+
+def _frame(x: Axis, y: Axis, xlabel: str, ylabel: str | None, xgrid: bool = True,
+           ygrid: bool = True, yticks: bool = True) -> list[str]:
+    """Grid, frame, tick labels and axis labels of a plot area."""
+    top, bottom, left, right = y.end, y.start, x.start, x.end
+    out = []
+    if xgrid:
+        out += [f'<line x1="{_n(x(t))}" y1="{_n(top)}" x2="{_n(x(t))}" y2="{_n(bottom)}" '
+                f'stroke="{GRID}"/>' for t in x.ticks]
+    if ygrid and yticks:
+        out += [f'<line x1="{_n(left)}" y1="{_n(y(t))}" x2="{_n(right)}" y2="{_n(y(t))}" '
+                f'stroke="{GRID}"/>' for t in y.ticks]
+    out.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(right - left)}" '
+               f'height="{_n(bottom - top)}" fill="none" stroke="{MUTED}"/>')
+    out += [_text(x(t), bottom + FONT + 3, s, "middle") for t, s in x.labels()]
+    if yticks:
+        out += [_text(left - 5, y(t) + FONT * 0.35, s, "end") for t, s in y.labels()]
+    out.append(_text((left + right) / 2, bottom + 2 * FONT + 9, xlabel, "middle", FONT))
+    if ylabel:
+        cy = (top + bottom) / 2
+        out.append(_text(13, cy, ylabel, "middle", FONT,
+                         f' transform="rotate(-90 13 {_n(cy)})"'))
+    return out
+
+
+def _tick_room(labels: Iterable[str], size: int = FONT - 1) -> float:
+    return CHAR * size * max((len(s) for s in labels), default=3) + 10
+
+
+def _legend(entries: Sequence[tuple[str, str]], y0: float) -> tuple[list[str], float]:
+    """Swatch-and-name entries in rows under the plot; → (elements, height used)."""
+    out: list[str] = []
+    x, y = 10.0, y0
+    for label, color in entries:
+        w = 22 + CHAR * (FONT - 1) * len(label) + 14
+        if x + w > WIDTH - 5 and x > 10:
+            x, y = 10.0, y + FONT + 6
+        out.append(f'<rect x="{_n(x)}" y="{_n(y - FONT + 3)}" width="14" height="8" '
+                   f'style="fill: {color}"/>')
+        out.append(_text(x + 19, y, label))
+        x += w
+    return out, (y - y0 + FONT + 8) if entries else 0.0
+
+
+def _mark(shape: str, tip: str) -> str:
+    """A mark with its tooltip (the browser shows an SVG title on hover)."""
+    return f"<{shape}><title>{escape(tip)}</title></{shape.split(' ', 1)[0]}>"
 
 
 # --------------------------------------------------------------------------- tooltips
@@ -144,50 +185,52 @@ def submission_tip(row: dict) -> str:
 
 # --------------------------------------------------------------------------- figures
 def leaderboard_svg(board: pd.DataFrame, colors: dict[str, str]) -> str | None:
+    """One bar per source, best first, on a 0–100 axis."""
     if board.empty:
         return None
     labels = [_label(s) for s in board["source"]]
-    fig = Figure(figsize=(WIDTH_IN, 0.32 * len(board) + 0.8))
-    with matplotlib.rc_context(_RC):
-        ax = fig.add_subplot()
-        order = board.iloc[::-1]
-        bars = ax.barh(range(len(order)), order["score"].fillna(0),
-                       color=[colors.get(s, "#333333") for s in order["source"]])
-        tips = []
-        for i, (bar, rec) in enumerate(zip(bars.patches, order.to_dict("records"),
-                                           strict=True)):
-            bar.set_gid(f"bar{i}")
-            tips.append((f"bar{i}", f"{rec['source']}: {_num(rec['score'], 4)} "
-                                    f"({rec['tasks_valid']} of {rec['tasks']} tasks valid)"))
-        ax.set_yticks(range(len(order)), labels[::-1])
-        ax.set_xlim(0, 100)
-        ax.set_xlabel("mean rescaled best (0–100)")
-        ax.grid(axis="x", alpha=0.3)
-        _margins(fig, left_in=_label_inches(labels) + 0.2)
-        return _svg(fig, {gid: [t] for gid, t in tips}, _uid(["board", board.to_csv()]))
+    left = _tick_room(labels) + 6
+    row = 24
+    height = 12 + row * len(board) + 2 * FONT + 20
+    x = Axis(0, 100, left, WIDTH - 12, ticks=[0, 20, 40, 60, 80, 100])
+    top = 10.0
+    bottom = top + row * len(board)
+    y = Axis(0, len(board), bottom, top, ticks=[])
+    out = _frame(x, y, "mean rescaled best (0–100)", None, ygrid=False, yticks=False)
+    for i, (rec, label) in enumerate(zip(board.to_dict("records"), labels, strict=True)):
+        score = rec["score"] if rec["score"] is not None and not pd.isna(rec["score"]) else 0.0
+        cy = top + row * (i + 0.5)
+        tip = (f"{rec['source']}: {_num(rec['score'], 4)} "
+               f"({rec['tasks_valid']} of {rec['tasks']} tasks valid)")
+        out.append(_mark(f'rect x="{_n(x(0))}" y="{_n(cy - row * 0.4)}" '
+                         f'width="{_n(x(max(0.0, min(100.0, score))) - x(0))}" '
+                         f'height="{_n(row * 0.8)}" '
+                         f'style="fill: {colors.get(rec["source"], "#333333")}"', tip))
+        out.append(_text(left - 6, cy + FONT * 0.35, label, "end"))
+    return _svg(WIDTH, height, out)
 
 
 def budgets_svg(budgets: pd.DataFrame, colors: dict[str, str]) -> str | None:
+    """Per source, the mean score within each agent-time budget: a line with a point each."""
     if budgets.empty:
         return None
-    fig = Figure(figsize=(WIDTH_IN, 3.0))
-    tips: dict[str, list[str]] = {}
-    with matplotlib.rc_context(_RC):
-        ax = fig.add_subplot()
-        for i, (source, rows) in enumerate(budgets.groupby("source", sort=True)):
-            color = colors.get(str(source), "#333333")
-            ax.plot(rows["budget_h"], rows["score"], color=color, label=_label(source))
-            pts = ax.scatter(rows["budget_h"], rows["score"], s=18, color=color, zorder=3)
-            pts.set_gid(f"b{i}")
-            tips[f"b{i}"] = [f"{source}: {_num(s, 4)} within {h:g} h"
-                             for h, s in zip(rows["budget_h"], rows["score"], strict=True)]
-        ax.set_xlabel("agent time budget (hours)")
-        ax.set_ylabel("mean score")
-        ax.set_ylim(0, 100)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="best")
-        _margins(fig, left_in=0.6)
-        return _svg(fig, tips, _uid(["budgets", budgets.to_csv()]))
+    hours = budgets["budget_h"].to_numpy(dtype="float64")
+    x = Axis(float(hours.min()), float(hours.max()), 50, WIDTH - 12, pad=0.03)
+    y = Axis(0, 100, 12 + 200, 12, ticks=[0, 20, 40, 60, 80, 100])
+    out = _frame(x, y, "agent time budget (hours)", "mean score")
+    legend = []
+    for source, rows in budgets.groupby("source", sort=True):
+        color = colors.get(str(source), "#333333")
+        pts = [(x(h), y(s if not pd.isna(s) else 0.0))
+               for h, s in zip(rows["budget_h"], rows["score"], strict=True)]
+        out.append(f'<polyline points="{" ".join(f"{_n(a)},{_n(b)}" for a, b in pts)}" '
+                   f'style="fill: none; stroke: {color}; stroke-width: 1.5"/>')
+        for (px, py), h, s in zip(pts, rows["budget_h"], rows["score"], strict=True):
+            out.append(_mark(f'circle cx="{_n(px)}" cy="{_n(py)}" r="3.5" '
+                             f'style="fill: {color}"', f"{source}: {_num(s, 4)} within {h:g} h"))
+        legend.append((_label(source), color))
+    items, used = _legend(legend, 212 + 2 * FONT + 30)
+    return _svg(WIDTH, 212 + 2 * FONT + 22 + used, out + items)
 
 
 def _sample(rows: pd.DataFrame, keep: pd.Series | None = None) -> pd.DataFrame:
@@ -210,41 +253,69 @@ def _best_so_far(timed: pd.DataFrame, direction: str) -> pd.Series:
     return by.cummin() if direction == "minimize" else by.cummax()
 
 
+def _finite_range(values: np.ndarray) -> tuple[float, float]:
+    finite = values[np.isfinite(values)]
+    return (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+
+
 def task_time_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]) -> str | None:
     """Best so far over agent time per source (a step line), every valid timed submission
-    as a point with its tooltip. Rescaled when the task has a rescale table, else raw."""
+    as a point with its tooltip (a sample of MAX_POINTS per source, always with the points
+    where the best improved). Rescaled when the task has a rescale table, else raw."""
     timed = rows[rows["valid"] & rows["elapsed_s"].notna() & rows["score"].notna()]
+    timed = timed[np.isfinite(timed["score"].to_numpy(dtype="float64"))]
     if timed.empty:
         return None
     timed = timed.sort_values(["source", "elapsed_s"], kind="stable")
     rescaled = task.score.rescale is not None
     best = _best_so_far(timed, task.score.direction)
     y_of = timed["rescaled"] if rescaled else timed["score"]
-    fig = Figure(figsize=(WIDTH_IN, 2.9))
-    tips: dict[str, list[str]] = {}
-    with matplotlib.rc_context(_RC):
-        ax = fig.add_subplot()
-        for i, (source, part) in enumerate(timed.groupby("source", sort=True)):
-            color = colors.get(str(source), "#333333")
-            b = best.loc[part.index]
-            curve = b if not rescaled else b.map(
-                part.drop_duplicates("score").set_index("score")["rescaled"])
-            ax.step(part["elapsed_s"] / 3600, curve, where="post", color=color,
-                    label=_label(source), linewidth=1.4)
-            improved = b.ne(b.shift())
-            shown = _sample(part, improved)
-            pts = ax.scatter(shown["elapsed_s"] / 3600, y_of.loc[shown.index], s=14,
-                             color=color, alpha=0.6, zorder=3, linewidths=0)
-            pts.set_gid(f"t{i}")
-            tips[f"t{i}"] = [submission_tip(r) for r in shown.to_dict("records")]
-        ax.set_xlabel("agent time (hours)")
-        ax.set_ylabel("rescaled (0–100)" if rescaled else "raw score")
-        if rescaled:
-            ax.set_ylim(-3, 103)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="best")
-        _margins(fig, left_in=0.65)
-        return _svg(fig, tips, _uid(["time", task.id]))
+    hours = timed["elapsed_s"].to_numpy(dtype="float64") / 3600
+    x = Axis(0.0, float(hours.max()) or 1.0, 62, WIDTH - 12)
+    if rescaled:
+        y = Axis(-3, 103, 12 + 190, 12, ticks=[0, 20, 40, 60, 80, 100])
+    else:
+        lo, hi = _finite_range(y_of.to_numpy(dtype="float64", na_value=np.nan))
+        y = Axis(lo, hi, 12 + 190, 12, pad=0.03)
+    out = _frame(x, y, "agent time (hours)", "rescaled (0–100)" if rescaled else "raw score")
+    legend = []
+    for source, part in timed.groupby("source", sort=True):
+        color = colors.get(str(source), "#333333")
+        b = best.loc[part.index]
+        curve = b if not rescaled else b.map(
+            part.drop_duplicates("score").set_index("score")["rescaled"])
+        steps: list[str] = []
+        prev = None
+        for h, v in zip((part["elapsed_s"] / 3600).tolist(), curve.tolist(), strict=True):
+            v = 0.0 if v is None or pd.isna(v) else v
+            if prev is not None:
+                steps.append(f"{_n(x(h))},{_n(y(prev))}")
+            steps.append(f"{_n(x(h))},{_n(y(v))}")
+            prev = v
+        steps.append(f"{_n(x.end)},{_n(y(prev if prev is not None else 0.0))}")
+        out.append(f'<polyline points="{" ".join(steps)}" '
+                   f'style="fill: none; stroke: {color}; stroke-width: 1.4"/>')
+        improved = b.ne(b.shift())
+        shown = _sample(part, improved)
+        for rec, yy in zip(shown.to_dict("records"), y_of.loc[shown.index].tolist(),
+                           strict=True):
+            yy = 0.0 if yy is None or pd.isna(yy) else yy
+            out.append(_mark(f'circle cx="{_n(x(rec["elapsed_s"] / 3600))}" cy="{_n(y(yy))}" '
+                             f'r="2.6" style="fill: {color}; fill-opacity: 0.6"',
+                             submission_tip(rec)))
+        legend.append((_label(source), color))
+    items, used = _legend(legend, 202 + 2 * FONT + 30)
+    return _svg(WIDTH, 202 + 2 * FONT + 22 + used, out + items)
+
+
+def _box(values: np.ndarray) -> tuple[float, float, float, float, float]:
+    """(low whisker, q1, median, q3, high whisker): whiskers at the furthest values within
+    1.5 IQR of the quartiles (linear-interpolated quartiles, as numpy computes them)."""
+    q1, med, q3 = (float(v) for v in np.percentile(values, [25, 50, 75]))
+    iqr = q3 - q1
+    low = float(values[values >= q1 - 1.5 * iqr].min())
+    high = float(values[values <= q3 + 1.5 * iqr].max())
+    return low, q1, med, q3, high
 
 
 def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]) -> str | None:
@@ -256,24 +327,34 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
         return None
     sources = sorted(valid["source"].unique())
     labels = [_label(s) for s in sources]
-    fig = Figure(figsize=(WIDTH_IN, 0.38 * len(sources) + 0.95))
-    tips: dict[str, list[str]] = {}
+    left = _tick_room(labels) + 6
+    row = 30
+    top = 10.0
+    bottom = top + row * len(sources)
+    lo, hi = _finite_range(valid["score"].to_numpy(dtype="float64"))
+    x = Axis(lo, hi, left, WIDTH - 12, pad=0.03)
+    y = Axis(0, len(sources), bottom, top, ticks=[])
+    better = "lower" if task.score.direction == "minimize" else "higher"
+    out = _frame(x, y, f"valid raw score ({better} is better)", None, yticks=False)
     rng = np.random.default_rng(0)
-    with matplotlib.rc_context(_RC):
-        ax = fig.add_subplot()
-        data = [valid.loc[valid["source"] == s, "score"].to_numpy() for s in sources]
-        ax.boxplot(data, orientation="horizontal", showfliers=False, widths=0.5,
-                   boxprops={"color": "#777777"}, whiskerprops={"color": "#777777"},
-                   capprops={"color": "#777777"}, medianprops={"color": "#222222"})
-        for i, source in enumerate(sources, start=1):
-            shown = _sample(valid[valid["source"] == source])
-            pts = ax.scatter(shown["score"], i + rng.uniform(-0.18, 0.18, len(shown)), s=12,
-                             alpha=0.55, color=colors.get(source, "#333333"), linewidths=0)
-            pts.set_gid(f"d{i}")
-            tips[f"d{i}"] = [submission_tip(r) for r in shown.to_dict("records")]
-        ax.set_yticks(range(1, len(sources) + 1), labels)
-        better = "lower" if task.score.direction == "minimize" else "higher"
-        ax.set_xlabel(f"valid raw score ({better} is better)")
-        ax.grid(axis="x", alpha=0.3)
-        _margins(fig, left_in=_label_inches(labels) + 0.2)
-        return _svg(fig, tips, _uid(["dist", task.id]))
+    for i, (source, label) in enumerate(zip(sources, labels, strict=True)):
+        cy = top + row * (i + 0.5)
+        mine = valid[valid["source"] == source]
+        low, q1, med, q3, high = (x(v) for v in _box(mine["score"].to_numpy(dtype="float64")))
+        h = row * 0.25
+        out.append(f'<g style="fill: none; stroke: {MUTED}">'
+                   f'<rect x="{_n(q1)}" y="{_n(cy - h)}" width="{_n(q3 - q1)}" '
+                   f'height="{_n(2 * h)}"/>'
+                   f'<path d="M{_n(low)} {_n(cy)}H{_n(q1)}M{_n(q3)} {_n(cy)}H{_n(high)}'
+                   f'M{_n(low)} {_n(cy - h / 2)}V{_n(cy + h / 2)}'
+                   f'M{_n(high)} {_n(cy - h / 2)}V{_n(cy + h / 2)}"/></g>'
+                   f'<path d="M{_n(med)} {_n(cy - h)}V{_n(cy + h)}" '
+                   f'style="fill: none; stroke: {INK}; stroke-width: 1.5"/>')
+        shown = _sample(mine)
+        jitter = rng.uniform(-0.3, 0.3, len(shown)) * row
+        color = colors.get(source, "#333333")
+        for rec, dy in zip(shown.to_dict("records"), jitter.tolist(), strict=True):
+            out.append(_mark(f'circle cx="{_n(x(rec["score"]))}" cy="{_n(cy + dy)}" r="2.4" '
+                             f'style="fill: {color}; fill-opacity: 0.55"', submission_tip(rec)))
+        out.append(_text(left - 6, cy + FONT * 0.35, label, "end"))
+    return _svg(WIDTH, bottom + 2 * FONT + 20, out)

@@ -14,13 +14,18 @@ A source keeps its colour on every page and plot.
 
 Task pages are cached by a hash of what they show (the task's rows of scores.csv, the
 stat of its result files, the task definition): a new result re-renders its own task only.
+`sforge report` (update_report) does not even read scores.csv back: it renders the pages of
+the tasks whose tables were computed anew (sforge.scores.parts) and of those whose sources
+changed colour, and makes the index from what each task's part keeps for it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +38,7 @@ import pandas as pd
 
 from . import __version__
 from .feedback import Feedback, read_feedback
-from .fileio import atomic_write_text
+from .fileio import atomic_write_bytes, atomic_write_text
 from .layout import REPORT_PAGES, Layout
 from .model import Benchmark, Task
 from .plots import (
@@ -43,9 +48,20 @@ from .plots import (
     task_distribution_svg,
     task_time_svg,
 )
-from .scores import category_columns, read_best, read_budgets, read_leaderboard, read_scores
+from .scores import (
+    category_columns,
+    newest_first,
+    not_valid_rows,
+    read_best,
+    read_budgets,
+    read_leaderboard,
+    read_scores,
+)
+from .scores.cache import _dumps, _loads
+from .scores.parts import INVALID_FIELDS, NEWEST_INVALID, PartsUpdate, index_entry
+from .scores.tables import SCORES_COLUMNS, _empty
 
-MAX_INVALID_ON_INDEX = 100  # the newest; every one of them is on its task's page
+MAX_INVALID_ON_INDEX = NEWEST_INVALID  # the newest; every one of them is on its task's page
 
 
 # --------------------------------------------------------------------------- formatting
@@ -167,13 +183,15 @@ def _leaderboard_table(bench: Benchmark, board: pd.DataFrame, colors: dict[str, 
     return header, rows
 
 
-def _task_table(bench: Benchmark, best: pd.DataFrame, scores: pd.DataFrame,
+def _task_table(bench: Benchmark, best: pd.DataFrame, entries: dict[str, dict[str, Any]],
                 sources: list[str], colors: dict[str, str], link: Linker
                 ) -> tuple[list[str], list[list[Cell]]]:
     header = ["task", "category", "status", "direction", "graded", "not valid", *sources]
-    graded = scores.groupby("task").size()
-    bad = scores[~scores["valid"]].groupby("task").size()
-    lookup = best.set_index(["task", "source"])
+    graded = {t: e["graded"] for t, e in entries.items()}
+    bad = {t: e["invalid"] for t, e in entries.items()}
+    lookup: dict[tuple[str, str], dict[str, Any]] = {}
+    for rec in best.to_dict("records"):  # the first row of a pair, as .loc would give
+        lookup.setdefault((rec["task"], rec["source"]), rec)
     rows = []
     for task in bench.tasks.values():
         status = str(task.metadata.get("status", ""))
@@ -184,10 +202,10 @@ def _task_table(bench: Benchmark, best: pd.DataFrame, scores: pd.DataFrame,
                Cell(task.score.direction), Cell(str(n), str(n)),
                Cell(str(b) if b else "", str(b), "background-color:#fbe3e3" if b else "")]
         for source in sources:
-            if (task.id, source) not in lookup.index:
+            r = lookup.get((task.id, source))
+            if r is None:
                 row.append(Cell("—", "-1", title=f"{source}: no valid result, counts 0"))
                 continue
-            r = lookup.loc[(task.id, source)]
             if pd.isna(r["rescaled"]):
                 row.append(Cell(f"raw {_raw(r['score'])}", "-0.5",
                                 title=f"{source}: no rescale table, counts 0 in the mean"))
@@ -209,14 +227,6 @@ def _budget_table(budgets: pd.DataFrame, colors: dict[str, str]
             + [Cell(_fmt(v), _fmt(v, 9), _shade(v)) for v in vals]
             for src, vals in zip(wide.index, wide.to_numpy().tolist(), strict=True)]
     return header, rows
-
-
-def _not_valid(scores: pd.DataFrame) -> pd.DataFrame:
-    """Invalid and failed rows, newest first."""
-    bad = scores[~scores["valid"]]
-    return bad.sort_values(["graded_at", "task", "source", "name"],
-                           ascending=[False, True, True, True], na_position="last",
-                           kind="stable")
 
 
 def _invalid_rows(bad: pd.DataFrame, colors: dict[str, str], link: Linker,
@@ -304,7 +314,7 @@ def render_task_page(env: jinja2.Environment, bench: Benchmark, task: Task,
                      link: Linker) -> str:
     time_plot = task_time_svg(task, rows, colors)
     dist_plot = task_distribution_svg(task, rows, colors)
-    bad = _not_valid(rows)
+    bad = not_valid_rows(rows)
     return env.get_template("task.html.j2").render(
         bench=bench, task=task, facts=_task_facts(bench, task), n_graded=len(rows),
         n_valid=int(rows["valid"].sum()), best=_best_views(best, colors),
@@ -358,18 +368,31 @@ def environment() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def render_index(env: jinja2.Environment, bench: Benchmark, scores: pd.DataFrame,
+def _newest_invalid(entries: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The newest invalid rows of all tasks, from each task's newest (index_entry)."""
+    columns: dict[str, list[Any]] = {c: [] for c in INVALID_FIELDS}
+    for e in entries.values():
+        if e["invalid"]:
+            for c in INVALID_FIELDS:
+                columns[c] += e["bad"][c]
+    frame = pd.DataFrame({c: pd.Series(v, dtype="object") for c, v in columns.items()})
+    return newest_first(frame).head(MAX_INVALID_ON_INDEX)
+
+
+def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, dict[str, Any]],
                  best: pd.DataFrame, board: pd.DataFrame, budgets: pd.DataFrame,
                  colors: dict[str, str], link: Linker) -> str:
-    sources = list(board["source"]) if len(board) else sorted(scores["source"].unique())
+    """entries: task → index_entry of its rows of scores.csv."""
+    sources = list(board["source"]) if len(board) else sorted(colors)
     board_header, board_rows = _leaderboard_table(bench, board, colors)
-    task_header, task_rows = _task_table(bench, best, scores, sources, colors, link)
+    task_header, task_rows = _task_table(bench, best, entries, sources, colors, link)
     budget_header, budget_rows = _budget_table(budgets, colors)
-    bad = _not_valid(scores)
+    n_graded = sum(e["graded"] for e in entries.values())
+    n_invalid = sum(e["invalid"] for e in entries.values())
     return env.get_template("report.html.j2").render(
         bench=bench, n_tasks=len(bench.tasks), n_ranked=len(bench.ranked_tasks),
         excluded=sorted(t.id for t in bench.tasks.values() if bench.excluded(t)),
-        n_sources=len(sources), n_graded=len(scores), n_valid=int(scores["valid"].sum()),
+        n_sources=len(sources), n_graded=n_graded, n_valid=n_graded - n_invalid,
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
         errors=[str(e) for e in bench.errors],
         board_header=board_header, board_rows=board_rows,
@@ -377,9 +400,14 @@ def render_index(env: jinja2.Environment, bench: Benchmark, scores: pd.DataFrame
         budget_header=budget_header, budget_rows=budget_rows,
         budget_plot=budgets_svg(budgets, colors),
         task_header=task_header, task_rows=task_rows,
-        invalid=_invalid_rows(bad.head(MAX_INVALID_ON_INDEX), colors, link, from_index=True),
-        n_invalid=len(bad), invalid_by_task=bad.groupby("task").size().to_dict(),
+        invalid=_invalid_rows(_newest_invalid(entries), colors, link, from_index=True),
+        n_invalid=n_invalid,
+        invalid_by_task={t: e["invalid"] for t, e in entries.items() if e["invalid"]},
         index="report.html")
+
+
+def _colors(entries: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return source_colors(sorted({s for e in entries.values() for s in e["sources"]}))
 
 
 def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderboard_csv: Path,
@@ -394,10 +422,86 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
     best = read_best(best_csv)
     board = read_leaderboard(leaderboard_csv)
     budgets = read_budgets(budgets_csv)
-    colors = source_colors(scores["source"].unique().tolist())
+    entries = {str(t): index_entry(rows) for t, rows in scores.groupby("task", sort=True)}
+    colors = _colors(entries)
     link = Linker(root)
     pages = write_task_pages(env, benchmark, scores, best, colors, link, link.layout.report_pages,
                              root / ".cache" / "report-pages" if cache else None)
-    atomic_write_text(out_html, render_index(env, benchmark, scores, best, board, budgets,
+    atomic_write_text(out_html, render_index(env, benchmark, entries, best, board, budgets,
                                              colors, link))
     return [out_html, *pages]
+
+
+_PAGES_VERSION = "1"
+
+
+def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
+                  leaderboard_csv: Path, budgets_csv: Path, out_html: Path,
+                  rows_of: Callable[[list[str]], pd.DataFrame]) -> list[Path]:
+    """report.html and the task pages after update_tables, without reading scores.csv.
+
+    A task page is rendered again when its task was computed anew, when one of its sources
+    changed colour (a source added or gone elsewhere shifts them), or when the page is
+    missing; the others stay as they are on disk. `rows_of(tasks)` gives the rows of
+    scores.csv of tasks that were not computed anew. → the pages written, the index first
+    (none when nothing changed)."""
+    out_html = Path(out_html)
+    root = out_html.parent
+    link = Linker(root)
+    pages_dir = link.layout.report_pages
+    entries = {t: p["index"] for t, p in update.parts.items()}
+    colors = _colors(entries)
+    state_path = root / ".cache" / "report-pages.json"
+    try:
+        state = _loads(state_path.read_bytes())
+    except (OSError, ValueError):
+        state = {}
+    pages = state.get("pages") if isinstance(state, dict) \
+        and state.get("version") == _PAGES_VERSION else None
+    pages = pages if isinstance(pages, dict) else {}
+    wanted: dict[str, list[Any]] = {}
+    render: list[str] = []
+    for task_id in benchmark.tasks:
+        sources = entries[task_id]["sources"] if task_id in entries else []
+        want = [update.fingerprints.get(task_id), __version__,
+                [[s, colors[s]] for s in sources]]
+        wanted[task_id] = want
+        page = pages_dir / Linker.page(task_id, from_index=False)
+        if task_id in update.made or want[0] is None or pages.get(task_id) != want \
+                or not page.is_file():
+            render.append(task_id)
+    written: list[Path] = []
+    if render or update.changed or not out_html.is_file():
+        env = environment()
+        best = read_best(best_csv)
+        made = set(update.made)
+        frames = dict(tuple(update.frame.groupby("task", sort=False))) \
+            if update.frame is not None and len(update.frame) else {}
+        others = [t for t in render if t not in made]
+        if others:
+            frames.update(dict(tuple(rows_of(others).groupby("task", sort=False))))
+        empty = _empty(SCORES_COLUMNS)
+        of_task = best["task"].to_numpy()
+        for task_id in render:
+            task = benchmark.tasks[task_id]
+            html = render_task_page(env, benchmark, task, frames.get(task_id, empty),
+                                    best[of_task == task_id], colors, link)
+            out = pages_dir / Linker.page(task_id, from_index=False)
+            atomic_write_text(out, html)
+            written.append(out)
+        keep = {Linker.page(t, from_index=False) for t in benchmark.tasks}
+        if pages_dir.is_dir():
+            for old in pages_dir.glob("*.html"):  # tasks no longer in the benchmark
+                if old.name not in keep:
+                    old.unlink(missing_ok=True)
+        atomic_write_text(out_html, render_index(
+            env, benchmark, entries, best, read_leaderboard(leaderboard_csv),
+            read_budgets(budgets_csv), colors, link))
+        written.insert(0, out_html)
+    fresh = {t: w for t, w in wanted.items() if w[0] is not None}
+    if fresh != pages:
+        try:
+            atomic_write_bytes(state_path, _dumps({"version": _PAGES_VERSION, "pages": fresh}))
+        except OSError as exc:  # a read-only tree: every page rendered next time
+            logging.getLogger(__name__).warning("cannot write %s: %s", state_path, exc)
+    return written

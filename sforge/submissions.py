@@ -71,8 +71,10 @@ def _bad_sidecar(path: Path, why: str) -> dict[str, Any]:
     return {}
 
 
-def discover(roots: list[Path], cache: HashCache) -> list[Submission]:
+def discover(roots: list[Path], cache: HashCache,
+             tasks: set[str] | None = None) -> list[Submission]:
     """Archives under each root as <source>/<task>/<name>.tar[.gz]; hashes come from the cache.
+    `tasks`: only the folders of these tasks.
 
     One directory listing per task folder and one stat per archive (100,000 archives are
     listed in a fraction of a second); names starting with a dot are never submissions."""
@@ -80,7 +82,7 @@ def discover(roots: list[Path], cache: HashCache) -> list[Submission]:
     for root in roots:
         if not root.is_dir():
             continue
-        for source, task, folder in _task_folders(root.resolve()):
+        for source, task, folder in _task_folders(root.resolve(), tasks):
             try:
                 entries = {e.name: e for e in os.scandir(folder) if not e.name.startswith(".")}
             except (NotADirectoryError, FileNotFoundError):
@@ -99,11 +101,20 @@ def discover(roots: list[Path], cache: HashCache) -> list[Submission]:
     return [sub for _, sub in found]
 
 
-def _task_folders(root: Path) -> list[tuple[str, str, str]]:
-    """(source, task, folder) of every <root>/<source>/<task>/ (a linked folder resolved)."""
+def _task_folders(root: Path, tasks: set[str] | None = None) -> list[tuple[str, str, str]]:
+    """(source, task, folder) of every <root>/<source>/<task>/ (a linked folder resolved),
+    of the given tasks only when `tasks` is set."""
     out = []
     for source in os.scandir(root):
         if source.name.startswith(".") or not source.is_dir():
+            continue
+        if tasks is not None:  # no listing of a source's every task folder
+            for name in sorted(tasks):
+                path = os.path.join(source.path, name)
+                if not name.startswith(".") and os.path.isdir(path):
+                    folder = os.path.realpath(path) if os.path.islink(path) \
+                        or source.is_symlink() else path
+                    out.append((source.name, name, folder))
             continue
         for task in os.scandir(source.path):
             if task.name.startswith(".") or not task.is_dir():

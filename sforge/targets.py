@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import math
 import os
@@ -182,7 +183,7 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     stored = load_result(out)
     if stored is not None:
         return stored
-    actual = pipe.cache.sha256(target.archive)
+    actual = pipe.archive_hashes.sha256(target.archive)
     if actual != target.sha256:
         raise SforgeError(f"{target.archive} changed since planning (sha256 {actual}); "
                           "run again")
@@ -289,9 +290,8 @@ def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
 
 def write_tables_target(pipe: Pipeline) -> int:
     """scores, best, leaderboard and budgets in one pass over per-task parts, computing only
-    the tasks whose results or submissions changed: what `sforge report` runs (no DAG over
-    up-to-date results). The same bytes as the scores → best → leaderboard rules, and the
-    same step logs. → how many tasks were computed again."""
+    the tasks whose results or submissions changed. The same bytes as the scores → best →
+    leaderboard rules, and the same step logs. → how many tasks were computed again."""
     from .scores.parts import TablePaths, write_tables
 
     lay = pipe.layout
@@ -299,15 +299,70 @@ def write_tables_target(pipe: Pipeline) -> int:
         records = pipe.records()
         made = write_tables(pipe.bench, records,
                             TablePaths(lay.scores, lay.best, lay.leaderboard,
-                                       lay.leaderboard_md, lay.budgets),
-                            [float(h) for h in pipe.config.get("budgets_hours", [])])
+                                       lay.leaderboard_md, lay.budgets), _budgets(pipe))
         logging.getLogger("sforge.scores").info(
             "%d submission(s), %d result file(s); %d task(s) computed, the others cached",
             len(records), len({p for _, p in records}), made)
-    for step in ("best", "leaderboard"):
-        with job_log(lay.step_log(step), f"{step}: made with scores.csv, from per-task parts"):
-            pass
+    _table_step_logs(pipe)
     return made
+
+
+def _budgets(pipe: Pipeline) -> list[float]:
+    return [float(h) for h in pipe.config.get("budgets_hours", [])]
+
+
+def _table_step_logs(pipe: Pipeline) -> None:
+    for step in ("best", "leaderboard"):
+        with job_log(pipe.layout.step_log(step),
+                     f"{step}: made with scores.csv, from per-task parts"):
+            pass
+
+
+def task_fingerprints(pipe: Pipeline, ids: list[str] | None = None) -> dict[str, str | None]:
+    """task → the folder fingerprint of its tables (sforge.scores.folders)."""
+    from . import __version__
+    from .scores.folders import fingerprints
+
+    judges = {t: refs["judge"] for t, refs in pipe.refs.items() if "judge" in refs}
+    head = json.dumps([__version__, _budgets(pipe)])
+    return fingerprints(pipe.bench, judges, [pipe.submissions_dir, pipe.layout.store],
+                        pipe.layout.root / "evals", head, ids)
+
+
+def stale_tasks(pipe: Pipeline, prints: dict[str, str | None]) -> list[str]:
+    """The tasks whose tables cannot be taken from the cache as they are."""
+    from .scores.parts import fresh_tasks
+
+    fresh = fresh_tasks(pipe.layout.scores, prints)
+    return [t for t in prints if t not in fresh]
+
+
+def update_report_target(pipe: Pipeline, prints: dict[str, str | None]) -> int:
+    """`sforge report`'s tables and pages: only the tasks whose fingerprint changed are
+    listed, computed and rendered; the rest comes from the cache (no DAG, no reading of
+    up-to-date results). → how many tasks were computed again."""
+    from .report import update_report
+    from .scores.cache import _cache_path
+    from .scores.parts import TablePaths, update_tables
+    from .scores.ranking import score_rows
+
+    lay = pipe.layout
+    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"):
+        update = update_tables(pipe.bench, TablePaths(lay.scores, lay.best, lay.leaderboard,
+                                                      lay.leaderboard_md, lay.budgets),
+                               _budgets(pipe), prints, pipe.records)
+        logging.getLogger("sforge.scores").info(
+            "%d submission(s); %d task(s) computed, %d taken from the cache",
+            sum(p["index"]["graded"] for p in update.parts.values()), len(update.made),
+            len(update.parts) - len(update.made))
+    _table_step_logs(pipe)
+    with job_log(lay.step_log("report"), "report.html"):
+        pages = update_report(pipe.bench, update, lay.best, lay.leaderboard, lay.budgets,
+                              lay.report, lambda ids: score_rows(
+                                  pipe.bench, pipe.records(ids), _cache_path(lay.scores),
+                                  prune=False))
+        logging.getLogger("sforge.report").info("%d page(s) written", len(pages))
+    return len(update.made)
 
 
 # sforge doctor ------------------------------------------------------------------------

@@ -45,8 +45,8 @@ def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_clie
     # every rule wrote its log where its `log:` says
     for step in ("scores", "best", "leaderboard", "report"):
         assert "done in" in (root / "logs" / "steps" / f"{step}.log").read_text(), step
-    assert "2 submission(s), 2 result file(s)" in (root / "logs" / "steps" / "scores.log"
-                                                   ).read_text()
+    assert "2 submission(s); 2 task(s) computed" in (root / "logs" / "steps" / "scores.log"
+                                                      ).read_text()
     assert len(list((root / "evals").glob("*/*.log"))) == 2  # the judges' logs
     assert list((root / "logs" / "build" / "judge").glob("alpha-*.log"))
     html = (root / "report.html").read_text()

@@ -353,3 +353,101 @@ def test_pages_in_headless_chromium_at_400px(pages, tmp_path):
     assert TOO_BIG in probe(task, "reasons")
     assert float(probe(task, "min-text-px")) >= 7
     assert (pages.root / "report" / probe(task, "result-href")).resolve().is_file()
+
+
+# --------------------------------------------------------------------------- sforge report
+def _pipeline(bench_dir: Path, results: Path):  # type: ignore[no-untyped-def]
+    from sforge.config import user_config
+    from sforge.pipeline import Pipeline
+
+    return Pipeline.from_config(user_config(None, {"benchmark": str(bench_dir),
+                                                   "results": str(results)}))
+
+
+def _graded_world(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
+    """A copy of the fixture benchmark with archives in submissions/ and, for each, the
+    result file its eval key names (as if graded): what `sforge report` finds."""
+    import gzip
+    import io
+    import tarfile
+
+    from sforge.fileio import atomic_write_text
+
+    bench_dir, results = tmp_path / "bench", tmp_path / "results"
+    shutil.copytree(FIXTURE, bench_dir)
+    for i, (source, task, _score, _valid, elapsed, *_rest) in enumerate(SAMPLE):
+        if source == EVIL:
+            source = "evil"
+        folder = bench_dir / "submissions" / source / task
+        folder.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo("answer.txt")
+            info.size = len(str(i))
+            tar.addfile(info, io.BytesIO(str(i).encode()))
+        (folder / f"s{i}.tar.gz").write_bytes(gzip.compress(buf.getvalue(), mtime=0))
+        if elapsed is not None:
+            atomic_write_text(folder / f"s{i}.json", f'{{"elapsed_s": {elapsed}}}')
+    pipe = _pipeline(bench_dir, results)
+    paths = {}
+    for sub, path in pipe.records():
+        i = int(sub.name[1:])
+        _, task, score, valid, _, *rest = SAMPLE[i]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        EvalResult(task=task, submission=sub.sha256, key=path.stem, valid=valid, score=score,
+                   summary=f"summary of s{i}", reason=rest[0] if rest else None,
+                   details=[{"name": f"case_{i}", "status": "PASSED", "score": 1}],
+                   finished_at=f"2025-01-01T00:{i:02d}:00+00:00").write(path)
+        paths[sub.name] = path
+    return bench_dir, results, paths
+
+
+def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
+    """`sforge report` after one changed result computes and renders that task alone (the
+    others are not even listed), and its tables and pages are those the one-table path
+    makes from scratch."""
+    from sforge import orchestrate
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)  # folders this fresh count as settled here
+    bench_dir, results, paths = _graded_world(tmp_path)
+    ex = orchestrate.Execution()
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    lay = _pipeline(bench_dir, results).layout
+    assert set(all_pages(lay)) == {"index", "max_task", "min_task", "piece_task",
+                                   "norescale_task", "empty_task"}
+
+    changed = EvalResult.read(paths["s7"])  # beta on min_task
+    changed.score = 65.0
+    changed.write(paths["s7"])
+    rendered: list[str] = []
+    listed: list[list[str] | None] = []
+    real_render, real_records = report.render_task_page, orchestrate.Pipeline.records
+    monkeypatch.setattr(report, "render_task_page", lambda env, b, task, *a: (
+        rendered.append(task.id), real_render(env, b, task, *a))[1])
+    monkeypatch.setattr(orchestrate.Pipeline, "records", lambda self, ids=None: (
+        listed.append(ids), real_records(self, ids))[1])
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert rendered == ["min_task"]
+    assert all(ids == ["min_task"] for ids in listed) and listed
+    fast = all_pages(lay)
+    tables = {p.name: p.read_text() for p in (lay.scores, lay.best, lay.leaderboard,
+                                              lay.leaderboard_md, lay.budgets)}
+    assert "65.0" in tables["scores.csv"]
+
+    monkeypatch.undo()
+    pipe = _pipeline(bench_dir, results)
+    chain = tmp_path / "chain"
+    shutil.copytree(results / pipe.bench.name / "evals", chain / "evals")
+    records = [(s, chain / "evals" / p.parent.name / p.name) for s, p in pipe.records()]
+    scores.write_scores(pipe.bench, records, chain / "scores.csv", cache=False)
+    scores.write_best(pipe.bench, chain / "scores.csv", chain / "best.csv")
+    scores.write_leaderboard(pipe.bench, chain / "best.csv", chain / "scores.csv",
+                             chain / "leaderboard.csv", chain / "leaderboard.md",
+                             chain / "budgets.csv", pipe.config["budgets_hours"])
+    assert tables == {name: (chain / name).read_text() for name in tables}
+    report.write_report(pipe.bench, chain / "scores.csv", chain / "best.csv",
+                        chain / "leaderboard.csv", chain / "budgets.csv", chain / "report.html")
+    strip = re.compile(r"generated [^<]* by")
+    assert {k: strip.sub("", v) for k, v in fast.items()} == \
+        {k: strip.sub("", v) for k, v in all_pages(Layout(chain)).items()}

@@ -40,7 +40,15 @@ from .leaderboard import (
     leaderboard_text,
     write_leaderboard,
 )
-from .ranking import best_rows, rescale_column, score_rows, write_best, write_scores
+from .ranking import (
+    best_rows,
+    newest_first,
+    not_valid_rows,
+    rescale_column,
+    score_rows,
+    write_best,
+    write_scores,
+)
 from .tables import (
     BEST_COLUMNS,
     BUDGETS_COLUMNS,
@@ -59,7 +67,8 @@ from .tables import (
 __all__ = [
     "BEST_COLUMNS", "BUDGETS_COLUMNS", "DEFAULT_BUDGETS_H", "LEADERBOARD_HEAD",
     "LEADERBOARD_TAIL", "RANKING_COLUMNS", "SCORES_COLUMNS", "best_rows", "budget_rows",
-    "category_columns", "csv_text", "leaderboard_rows", "leaderboard_text", "read_best",
+    "category_columns", "csv_text", "leaderboard_rows", "leaderboard_text", "newest_first",
+    "not_valid_rows", "read_best",
     "read_budgets", "read_leaderboard", "read_results", "read_scores", "read_table",
     "rescale_column", "score_rows", "write_best", "write_leaderboard", "write_scores",
 ]

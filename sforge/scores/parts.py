@@ -11,6 +11,13 @@ settings (direction, rescale table, category) and the budgets. A hit costs a sta
 result and no parse; the tasks that miss are computed together (one pass of the very
 functions the one-table path uses, then split by task), so both paths give the same bytes
 (tests check it). The cache only ever saves time, it never decides a score.
+
+`sforge report` goes one step further (update_tables): a task whose folder fingerprint
+(sforge.scores.folders) is the one stored with its part is not even listed: no archive, no
+result and no submission record of it is looked at, so one changed result among 100,000
+costs its task and a concatenation. Each part also holds what the report's index needs of
+the task's rows (counts, sources, the newest invalid rows), so the index is made without
+reading scores.csv back.
 """
 
 from __future__ import annotations
@@ -20,8 +27,8 @@ import json
 import logging
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +39,17 @@ from ..model import Benchmark
 from ..submissions import Submission
 from .cache import _cache_path, _dumps, _loads, _missing, prune_shards
 from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
-from .ranking import best_rows, score_rows
+from .ranking import best_rows, not_valid_rows, score_rows
 from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _bulk, _empty, csv_lines
 
 log = logging.getLogger(__name__)
 
-_PARTS_VERSION = "1"
+_PARTS_VERSION = "3"
+NEWEST_INVALID = 100  # invalid rows per task kept for the report's index (it lists the newest)
+# What the index shows of an invalid row (sforge.report).
+INVALID_FIELDS = ("task", "source", "name", "key", "reason", "summary", "graded_at")
+
+Records = Sequence[tuple[Submission, Path]]
 
 
 @dataclass
@@ -78,13 +90,23 @@ def _digest(head: str, records: list[tuple[Submission, Path]]) -> str:
     return hashlib.sha256("".join([head, *lines]).encode()).hexdigest()
 
 
+def index_entry(rows: pd.DataFrame) -> dict[str, Any]:
+    """What the report's index shows of one task's rows of scores.csv: counts, sources and
+    its newest invalid rows (the index lists the newest NEWEST_INVALID of all tasks)."""
+    bad = not_valid_rows(rows)
+    return {"graded": len(rows), "invalid": len(bad),
+            "sources": sorted(rows["source"].unique().tolist()),
+            "bad": {c: bad[c].head(NEWEST_INVALID).tolist() for c in INVALID_FIELDS}}
+
+
 def _split(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return dict(tuple(frame.groupby("task", sort=False))) if len(frame) else {}
 
 
 def _make_parts(bench: Benchmark, records: list[tuple[Submission, Path]], hours: list[float],
-                cache: Path) -> dict[str, dict[str, Any]]:
-    """The parts of every task of `records`, computed together (one pass, then split)."""
+                cache: Path) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
+    """The parts of every task of `records`, computed together (one pass, then split), and
+    their rows of scores.csv."""
     frame = score_rows(bench, records, cache, prune=False)
     tasks = frame["task"].tolist()
     lines = csv_lines(frame)
@@ -114,47 +136,141 @@ def _make_parts(bench: Benchmark, records: list[tuple[Submission, Path]], hours:
         for slot, value in ((0, agent), (1, model)):
             if isinstance(value, str) and value not in entry[slot]:
                 entry[slot].append(value)
+    for task_id, rows in _split(frame).items():
+        parts[task_id]["index"] = index_entry(rows)
     for part in parts.values():
         part["lines"] = "".join(part["lines"])
         part["timed"] = sorted(part["timed"])
-    return parts
+    return parts, frame
 
 
-def task_parts(bench: Benchmark, records: Sequence[tuple[Submission, Path]], scores_csv: Path,
-               hours: list[float]) -> tuple[dict[str, dict[str, Any]], int]:
+@dataclass
+class PartsUpdate:
+    parts: dict[str, dict[str, Any]]  # task → part, in task order
+    made: list[str]  # tasks computed anew
+    frame: pd.DataFrame | None = None  # their rows of scores.csv (None when none made)
+    fingerprints: dict[str, str | None] = field(default_factory=dict)
+    changed: bool = False  # whether any table can differ from the last one written
+
+
+_STORES: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+
+
+def _lines_dir(store: Path) -> Path:
+    """Each part's rows of scores.csv as its own file, so the store stays small."""
+    return store.with_name(f"{store.name}.lines")
+
+
+def _lines_name(task_id: str, sig: str) -> str:
+    return f"{hashlib.sha256(task_id.encode()).hexdigest()[:16]}-{sig[:24]}.csv"
+
+
+def _load_store(store: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(parts, fingerprints) as stored; read once per process while the file stays put.
+    A part whose rows file is gone is left out (it is computed again)."""
+    try:
+        st = os.stat(store)
+        memo = (os.fspath(store), f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+        if memo in _STORES:
+            return _STORES[memo]
+        cached = _loads(store.read_bytes())
+    except (OSError, ValueError):
+        return {}, {}
+    if not isinstance(cached, dict) or cached.get("version") != _PARTS_VERSION:
+        return {}, {}
+    parts, fps = cached.get("parts"), cached.get("fingerprints")
+    parts = parts if isinstance(parts, dict) else {}
+    try:
+        present = set(os.listdir(_lines_dir(store)))
+    except OSError:
+        present = set()
+    parts = {t: p for t, p in parts.items() if isinstance(p, dict) and p.get("file") in present}
+    _STORES.clear()
+    _STORES[memo] = (parts, fps if isinstance(fps, dict) else {})
+    return _STORES[memo]
+
+
+def _save_store(store: Path, parts: dict[str, dict[str, Any]], fps: dict[str, Any],
+                made: set[str]) -> None:
+    """The new parts' rows files, then the store, then the rows files no part names."""
+    # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
+    finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
+                     for c in ("score", "rescaled", "elapsed_s") for x in p["best"][c])
+    lines = _lines_dir(store)
+    try:
+        for t in made:
+            atomic_write_text(lines / parts[t]["file"], parts[t]["lines"])
+        atomic_write_bytes(store, _dumps({
+            "version": _PARTS_VERSION, "fingerprints": fps,
+            "parts": {t: {k: v for k, v in p.items() if k != "lines"} for t, p in parts.items()}},
+            finite))
+        keep = {p["file"] for p in parts.values()}
+        for name in os.listdir(lines):
+            if name not in keep and not name.startswith("."):
+                (lines / name).unlink(missing_ok=True)
+    except OSError as exc:  # a read-only tree still aggregates, only slower
+        log.warning("cannot write the table cache %s: %s", store, exc)
+
+
+def _part_lines(store: Path, part: dict[str, Any]) -> str:
+    if "lines" in part:
+        return part["lines"]
+    return (_lines_dir(store) / part["file"]).read_text()
+
+
+def fresh_tasks(scores_csv: Path, fingerprints: dict[str, str | None]) -> set[str]:
+    """The tasks whose stored part (or stored absence of rows) has this very fingerprint."""
+    old, old_fps = _load_store(_parts_path(scores_csv))
+    return _fresh(old, old_fps, fingerprints)
+
+
+def _fresh(old: dict[str, Any], old_fps: dict[str, Any],
+           fingerprints: dict[str, str | None]) -> set[str]:
+    return {t for t, fp in fingerprints.items() if fp is not None and (
+        (t in old and old_fps.get(t) == fp) or old_fps.get(f"{t}\0empty") == fp)}
+
+
+def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list[float], *,
+               fingerprints: dict[str, str | None] | None = None,
+               records_of: Callable[[list[str]], Records] | None = None) -> PartsUpdate:
     """task → its part, in task order; reuses the cached parts whose digest still matches.
-    → (parts, how many were computed)."""
+
+    With `fingerprints` (task → folder fingerprint, for every task of the benchmark), a task
+    whose fingerprint is the stored one keeps its part untouched and `records_of(tasks)` is
+    asked only for the records of the others (`records` is then not used)."""
+    store = _parts_path(scores_csv)
+    old, old_fps = _load_store(store)
+    head = json.dumps([_PARTS_VERSION, hours])
+    fresh: set[str] = set()
+    if fingerprints is not None:
+        fresh = _fresh(old, old_fps, fingerprints)
+        asked = [t for t in fingerprints if t not in fresh]
+        records = records_of(asked) if records_of is not None and asked else []
     by_task: dict[str, list[tuple[Submission, Path]]] = {}
     for sub, path in records:
         by_task.setdefault(sub.task, []).append((sub, path))
-    store = _parts_path(scores_csv)
-    try:
-        cached = _loads(store.read_bytes())
-    except (OSError, ValueError):
-        cached = None
-    old = cached.get("parts") if isinstance(cached, dict) \
-        and cached.get("version") == _PARTS_VERSION else None
-    old = old if isinstance(old, dict) else {}
-    head = json.dumps([_PARTS_VERSION, hours])
     sigs = {t: _digest(head + _task_settings(bench, t), recs) for t, recs in by_task.items()}
-    stale = [t for t in sorted(by_task)
-             if not (isinstance(old.get(t), dict) and old[t].get("sig") == sigs[t])]
-    made = _make_parts(bench, [r for t in stale for r in by_task[t]], hours,
-                       _cache_path(scores_csv)) if stale else {}
-    parts = {t: {**made[t], "sig": sigs[t]} if t in made else old[t] for t in sorted(by_task)}
+    # Tasks asked by fingerprint are all computed: their pages want their rows anyway.
+    stale = [t for t in sorted(by_task) if fingerprints is not None
+             or not (isinstance(old.get(t), dict) and old[t].get("sig") == sigs[t])]
+    made, frame = _make_parts(bench, [r for t in stale for r in by_task[t]], hours,
+                              _cache_path(scores_csv)) if stale else ({}, None)
+    tasks = sorted(set(by_task) | {t for t in fresh if t in old})
+    parts = {t: {**made[t], "sig": sigs[t], "file": _lines_name(t, sigs[t]),
+                 "dirs": sorted({os.path.dirname(os.fspath(p)) for _, p in by_task[t]})}
+             if t in made else old[t] for t in tasks}
+    new_fps: dict[str, Any] = {}
+    if fingerprints is not None:
+        for t, fp in fingerprints.items():
+            if fp is not None:
+                new_fps[t if t in parts else f"{t}\0empty"] = fp
+    changed = bool(made) or list(parts) != list(old)
+    if changed or new_fps != old_fps:
+        _save_store(store, parts, new_fps, set(made))
     if made or set(parts) != set(old):
-        # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
-        finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
-                         for c in ("score", "rescaled", "elapsed_s") for x in p["best"][c])
-        try:
-            atomic_write_bytes(store, _dumps({"version": _PARTS_VERSION, "parts": parts},
-                                             finite))
-        except OSError as exc:  # a read-only tree still aggregates, only slower
-            log.warning("cannot write the table cache %s: %s", store, exc)
-        prune_shards(_cache_path(scores_csv),
-                     {os.path.dirname(os.fspath(recs[0][1])) for recs in by_task.values()})
+        prune_shards(_cache_path(scores_csv), {d for p in parts.values() for d in p["dirs"]})
     log.debug("table parts: %d of %d tasks computed", len(made), len(parts))
-    return parts, len(made)
+    return PartsUpdate(parts, sorted(made), frame, fingerprints or {}, changed)
 
 
 def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
@@ -164,33 +280,55 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
     other. → how many tasks' parts were computed (0 when nothing changed)."""
     hours = _check_budgets(budgets_h)
     with _bulk():
-        parts, made = task_parts(bench, records, out.scores, hours)
-        atomic_write_text(out.scores, ",".join(SCORES_COLUMNS) + "\n"
-                          + "".join(p["lines"] for p in parts.values()))
-        best_cols: dict[str, list[Any]] = {c: [] for c in BEST_COLUMNS}
-        for p in parts.values():
-            for c in BEST_COLUMNS:
-                best_cols[c] += p["best"][c]
-        best = pd.DataFrame({c: pd.Series(best_cols[c], dtype=t) for c, t in BEST_COLUMNS.items()})
-        best = best.sort_values(["source", "task"], ignore_index=True)
-        atomic_write_text(out.best, _csv(best, BEST_COLUMNS))
-        people: dict[str, list[set[str]]] = {}
-        timed: set[str] = set()
-        for p in parts.values():
-            timed.update(p["timed"])
-            for source, (agents, models) in p["people"].items():
-                entry = people.setdefault(source, [set(), set()])
-                entry[0].update(agents)
-                entry[1].update(models)
-        board = board_frame(bench, best, sorted(people),
-                            {s: (",".join(sorted(a)) or None, ",".join(sorted(m)) or None)
-                             for s, (a, m) in people.items()})
-        budgets = _budgets(bench, [[s, t, h, r] for t, p in parts.items()
-                                   for s, h, r in p["budgets"]], sorted(timed), hours)
+        update = task_parts(bench, records, out.scores, hours)
+        _write(bench, update.parts, out, hours)
+    return len(update.made)
+
+
+def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
+                  fingerprints: dict[str, str | None],
+                  records_of: Callable[[list[str]], Records]) -> PartsUpdate:
+    """The tables of write_tables, computing only the tasks whose folder fingerprint changed
+    (see task_parts); nothing is written when no table can have changed."""
+    hours = _check_budgets(budgets_h)
+    with _bulk():
+        update = task_parts(bench, [], out.scores, hours, fingerprints=fingerprints,
+                            records_of=records_of)
+        outputs = (out.scores, out.best, out.leaderboard, out.leaderboard_md, out.budgets)
+        if update.changed or not all(p.exists() for p in outputs):
+            update.changed = True
+            _write(bench, update.parts, out, hours)
+    return update
+
+
+def _write(bench: Benchmark, parts: dict[str, dict[str, Any]], out: TablePaths,
+           hours: list[float]) -> None:
+    store = _parts_path(out.scores)
+    atomic_write_text(out.scores, ",".join(SCORES_COLUMNS) + "\n"
+                      + "".join(_part_lines(store, p) for p in parts.values()))
+    best_cols: dict[str, list[Any]] = {c: [] for c in BEST_COLUMNS}
+    for p in parts.values():
+        for c in BEST_COLUMNS:
+            best_cols[c] += p["best"][c]
+    best = pd.DataFrame({c: pd.Series(best_cols[c], dtype=t) for c, t in BEST_COLUMNS.items()})
+    best = best.sort_values(["source", "task"], ignore_index=True)
+    atomic_write_text(out.best, _csv(best, BEST_COLUMNS))
+    people: dict[str, list[set[str]]] = {}
+    timed: set[str] = set()
+    for p in parts.values():
+        timed.update(p["timed"])
+        for source, (agents, models) in p["people"].items():
+            entry = people.setdefault(source, [set(), set()])
+            entry[0].update(agents)
+            entry[1].update(models)
+    board = board_frame(bench, best, sorted(people),
+                        {s: (",".join(sorted(a)) or None, ",".join(sorted(m)) or None)
+                         for s, (a, m) in people.items()})
+    budgets = _budgets(bench, [[s, t, h, r] for t, p in parts.items()
+                               for s, h, r in p["budgets"]], sorted(timed), hours)
     atomic_write_text(out.leaderboard, _csv(board, None))
     atomic_write_text(out.budgets, _csv(budgets, None))
     atomic_write_text(out.leaderboard_md, _markdown(bench, board, budgets))
-    return made
 
 
 def _csv(frame: pd.DataFrame, columns: dict[str, str] | None) -> str:
@@ -216,4 +354,6 @@ def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
     return pd.concat(frames, ignore_index=True)[list(BUDGETS_COLUMNS)].astype(BUDGETS_COLUMNS)
 
 
-__all__ = ["TablePaths", "task_parts", "write_tables"]
+__all__ = ["INVALID_FIELDS", "NEWEST_INVALID", "PartsUpdate", "TablePaths", "fresh_tasks",
+           "index_entry",
+           "task_parts", "update_tables", "write_tables"]

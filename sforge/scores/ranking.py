@@ -210,3 +210,15 @@ def write_best(benchmark: Benchmark, scores_csv: Path, out: Path) -> None:
         _write_csv(best_rows(benchmark, read_scores(scores_csv, RANKING_COLUMNS)), Path(out))
 
 
+
+
+def not_valid_rows(scores: pd.DataFrame) -> pd.DataFrame:
+    """The invalid and failed rows of scores.csv, newest first (as the report lists them)."""
+    return newest_first(scores[~scores["valid"]])
+
+
+def newest_first(rows: pd.DataFrame) -> pd.DataFrame:
+    """Latest graded first, then by task, source and name (a row with no time last)."""
+    return rows.sort_values(["graded_at", "task", "source", "name"],
+                            ascending=[False, True, True, True], na_position="last",
+                            kind="stable")
