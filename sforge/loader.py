@@ -11,9 +11,8 @@ import re
 import tomllib
 from importlib import resources
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
 import yaml
 
 from . import rescaling as rescale_mod
@@ -31,6 +30,9 @@ from .model import (
 )
 from .units import parse_memory
 
+if TYPE_CHECKING:
+    import jsonschema
+
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Keys of task.toml that sforge reads; any other top-level key is free-form metadata.
 KNOWN_KEYS = {"id", "name", "version", "environment", "submission", "judge", "score", "blobs",
@@ -39,6 +41,10 @@ KNOWN_KEYS = {"id", "name", "version", "environment", "submission", "judge", "sc
 
 @functools.cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
+    # Imported here: task.toml files are validated when they change (HashCache.parsed keeps
+    # the result), so a no-op build or report does not pay for jsonschema's import.
+    import jsonschema
+
     schema = yaml.safe_load(resources.files("sforge").joinpath(name).read_text())
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SforgeError
-from .hashing import HashCache
+from .hashing import FolderHashCache, HashCache
 from .images import ImageRef, base_ref, task_refs
 from .layout import Layout
 from .loader import load_benchmark, load_benchmark_name
@@ -118,10 +118,10 @@ class Pipeline:
         return resolve(configured) if configured else self.bench.root / "submissions"
 
     @functools.cached_property
-    def archive_hashes(self) -> HashCache:
-        """sha256 of submission archives, kept apart from the task files' hashes: planning
-        and building load those every time, and 100,000 archive entries made that slow."""
-        return HashCache(self.layout.cache / "archives.json")
+    def archive_hashes(self) -> FolderHashCache:
+        """sha256 of submission archives, kept apart from the task files' hashes (planning
+        and building load those every time) and by folder (a task's archives load alone)."""
+        return FolderHashCache(self.layout.cache / "archives")
 
     def submissions(self) -> list[Submission]:
         if self._submissions is None:

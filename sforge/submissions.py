@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from .hashing import HashCache
+from .hashing import FolderHashCache, HashCache
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def _bad_sidecar(path: Path, why: str) -> dict[str, Any]:
     return {}
 
 
-def discover(roots: list[Path], cache: HashCache,
+def discover(roots: list[Path], cache: HashCache | FolderHashCache,
              tasks: set[str] | None = None) -> list[Submission]:
     """Archives under each root as <source>/<task>/<name>.tar[.gz]; hashes come from the cache.
     `tasks`: only the folders of these tasks.

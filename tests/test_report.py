@@ -245,8 +245,8 @@ def test_report_without_cache(bench, tmp_path):
 
 
 def test_odd_source_names_do_not_break_plots(bench, tmp_path):
-    """matplotlib reads "$...$" as mathtext (a malformed one raises while drawing) and hides
-    legend labels that start with "_"; source names are free text."""
+    """Source names are free text: "$...$" (mathtext to some plotting libraries), a leading "_"
+    (a hidden legend entry to matplotlib), long names, tabs and accents."""
     names = [r"$\frac$", "_hidden", "a" * 80, "two $ signs $x^2$", "tab\tand ünï"]
     rows = [(n, "max_task", 10.0 * (i + 1), True, 600.0 * (i + 1)) for i, n in enumerate(names)]
     rows += [(n, "min_task", 50.0, True, 100.0) for n in names]
