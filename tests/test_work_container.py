@@ -158,3 +158,25 @@ def test_socket_folder_is_read_only_to_the_agent(docker_client, tmp_path):
     finally:
         box.remove()
         host.stop()
+
+
+def test_a_fork_bomb_stays_in_its_container(docker_client, tmp_path):
+    """The agent's processes are bounded (the host, the service and other runs share the
+    kernel's process table); the default bound is the judge's."""
+    from sforge.judge import ContainerLimits
+
+    assert WorkSpec(image="x", cwd="/", env={}, helper=tmp_path,
+                    socket_dir=tmp_path).pids_limit == ContainerLimits().pids
+    box = WorkContainer(docker_client, WorkSpec(
+        image="busybox:1.36", cwd="/w", env={}, helper=helper_binary(), socket_dir=tmp_path,
+        labels={"sforge.test": "pids"}, pids_limit=40))
+    try:
+        box.start()
+        # counted with shell builtins only: at the bound, nothing more can be started
+        code, out = box.run(["sh", "-c", "(n=0; while [ $n -lt 100 ]; do sleep 30 & "
+                             "n=$((n+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#"],
+                            check=False)
+        processes = int(out.decode().split()[-1])
+        assert 0 < processes <= 40, out  # not the 100 asked for
+    finally:
+        box.remove()

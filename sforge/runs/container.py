@@ -33,6 +33,7 @@ from docker.types import LogConfig, Mount
 
 from ..engine import DockerEngine
 from ..errors import InfrastructureError
+from ..judge import ContainerLimits
 from ..owner import labels as owner_labels
 from ..owner import sweep_stale_containers
 from ..units import parse_memory
@@ -60,6 +61,9 @@ class WorkSpec:
     internet: bool = False
     labels: dict[str, str] = field(default_factory=dict)
     name: str | None = None
+    # processes + threads: the agent shares the kernel's process table with the host, the
+    # service and other runs, so a fork bomb must end at its container (the judge's bound)
+    pids_limit: int = ContainerLimits().pids
 
 
 @dataclass
@@ -110,7 +114,7 @@ class WorkContainer:
             network_mode="bridge" if s.internet else "none",
             nano_cpus=int(s.cpus * 1e9) if s.cpus else None,
             mem_limit=memory, memswap_limit=memory,
-            mounts=mounts,
+            mounts=mounts, pids_limit=s.pids_limit, security_opt=["no-new-privileges"],
             log_config=LogConfig(type="json-file", config={"max-size": "16m"}),
         )
         # The relay is the main process: a loopback port for TCP-only model clients.

@@ -31,6 +31,13 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
 from ..errors import SforgeError
 
+# Connections one run may hold open to the judge service at once through its relay: the
+# service is shared by every run, so one agent opening thousands (and sending nothing)
+# must not take its file descriptors. One more is answered 503 (clients retry) and closed.
+MAX_RELAYED = 32
+_RELAY_FULL = json.dumps({"error": "too many connections from this run to the judge service "
+                          f"(at most {MAX_RELAYED} at once); retry", "reason": "connections"})
+
 # Hop-by-hop and credential headers never cross the proxy as sent by the container.
 _DROP_REQUEST = {"host", "connection", "keep-alive", "proxy-authorization", "te", "trailer",
                  "transfer-encoding", "upgrade", "content-length", "accept-encoding",
@@ -217,6 +224,15 @@ class HostSockets:
         return await asyncio.open_connection(parts.hostname, parts.port or 80)
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._relays) >= MAX_RELAYED:
+            with contextlib.suppress(OSError):
+                writer.write(b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n"
+                             b"Content-Type: application/json\r\nConnection: close\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(_RELAY_FULL),
+                                                                  _RELAY_FULL.encode()))
+                await writer.drain()
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._relays.add(task)

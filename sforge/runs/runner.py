@@ -30,6 +30,7 @@ from ..config import games_settings
 from ..errors import SforgeError
 from ..fileio import atomic_write_json
 from ..games import is_game
+from ..grading import container_limits
 from .agents import MOUNT, Agent, load_agent
 from .bundle import ensure_bundle
 from .container import (
@@ -221,6 +222,7 @@ class _Run:
                     env={}, helper=_helper(), socket_dir=sockets, bundle=bundle,
                     bundle_mount=MOUNT, cpus=spec.cpus_for(task), memory=spec.memory_for(task),
                     internet=spec.internet_for(task),
+                    pids_limit=container_limits(self.pipe.config).pids,
                     labels={RUN_ID_LABEL: service_run, RUN_DIR_LABEL: str(self.folder)}))
                 box.start()
                 env = self.env(box.image_path(), token, deadline)

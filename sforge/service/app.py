@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -262,7 +263,9 @@ def create_app(service: Service) -> FastAPI:
             if upload is None or isinstance(upload, str):
                 raise ApiError(422, "multipart field 'archive' (the file) is missing")
             try:
-                sub = service.submit(who.run, upload.file, final)
+                # hashing and storing up to max_upload_bytes: off the event loop, which
+                # every other run's calls (long polls, game steps) share
+                sub = await run_in_threadpool(service.submit, who.run, upload.file, final)
             except Refused as exc:
                 raise refused(exc) from None
             except Busy as exc:
