@@ -96,6 +96,39 @@ def minibench(tmp_path, docker_client):
     remove_images(docker_client, name)
 
 
+class RawServer:
+    """A raw TCP server on loopback: `handle(conn)` runs in a thread per connection, which
+    is closed after it. For upstreams that misbehave below HTTP."""
+
+    def __init__(self, handle) -> None:
+        import socket
+        import threading
+
+        self.handle = handle
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4096)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn) -> None:
+        with conn:
+            self.handle(conn)
+
+    def stop(self) -> None:
+        self.sock.close()
+
+
 def free_port() -> int:
     import socket
 

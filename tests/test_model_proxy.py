@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import aiohttp
 import pytest
+from conftest import RawServer
 from model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
 
 from sforge.runs.proxy import HostSockets, ModelRoute, parse_usage
@@ -126,56 +127,38 @@ def test_usage_from_streams_and_replies():
         == {"input_tokens": 3, "output_tokens": 4}
 
 
-class _BrokenModel:
+def _broken_model(mode: str) -> RawServer:
     """An upstream that misbehaves: `cut` starts a stream (message_start with its usage)
     and drops the connection mid-reply; `garbage` answers with something that is not HTTP."""
 
-    def __init__(self, mode: str):
-        import socket
-        import threading
+    def handle(conn) -> None:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
+                           if line.lower().startswith(b"content-length")), b"0"))
+        while len(body) < length:
+            body += conn.recv(65536)
+        if mode == "garbage":
+            conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
+            return
+        event = {"type": "message_start", "message": {
+            "usage": {"input_tokens": 5000, "output_tokens": 1}}}
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk = b"event: message_start\ndata: " + json.dumps(event).encode() + b"\n\n"
+        conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        # ... and the connection drops before the stream ends
 
-        self.mode = mode
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                head, _, body = data.partition(b"\r\n\r\n")
-                length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
-                                   if line.lower().startswith(b"content-length")), b"0"))
-                while len(body) < length:
-                    body += conn.recv(65536)
-                if self.mode == "garbage":
-                    conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
-                    continue
-                event = {"type": "message_start", "message": {
-                    "usage": {"input_tokens": 5000, "output_tokens": 1}}}
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
-                chunk = b"event: message_start\ndata: " + json.dumps(event).encode() + b"\n\n"
-                conn.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                # ... and the connection drops before the stream ends
-
-    def stop(self) -> None:
-        self.sock.close()
+    return RawServer(handle)
 
 
 @pytest.mark.parametrize("mode", ["cut", "garbage"])
 def test_a_broken_upstream_is_recorded_and_counted(tmp_path, mode):
     """A reply cut mid-stream still counts the tokens it reported (the caps hold) and is in
     the transcript; a reply that is not HTTP is a 502 saying so, also in the transcript."""
-    upstream = _BrokenModel(mode)
+    upstream = _broken_model(mode)
     host, route, client, caps = _proxy(tmp_path, upstream, max_tokens=1000)
     try:
         try:

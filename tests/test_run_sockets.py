@@ -8,40 +8,29 @@ import socket
 import threading
 import time
 
+from conftest import RawServer
+
 from sforge.runs.proxy import MAX_RELAYED, HostSockets
 
 
-class _Upstream:
-    """A TCP server standing in for the judge service: counts the connections it holds and
-    answers one line to each."""
+class _Upstream(RawServer):
+    """Stands in for the judge service: counts the connections it holds, answers one line
+    to each."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4096)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.open = 0
         self.peak = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(self._hold)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
+    def _hold(self, conn: socket.socket) -> None:
         with self.lock:
             self.open += 1
             self.peak = max(self.peak, self.open)
         try:
-            with conn:
-                if conn.recv(100):
-                    conn.sendall(b"ok\n")
-                conn.recv(100)  # held until the client goes
+            if conn.recv(100):
+                conn.sendall(b"ok\n")
+            conn.recv(100)  # held until the client goes
         finally:
             with self.lock:
                 self.open -= 1
@@ -78,4 +67,4 @@ def test_an_agent_cannot_flood_the_service_through_its_relay(tmp_path):
         for s in flood:
             s.close()
         host.stop()
-        upstream.sock.close()
+        upstream.stop()
