@@ -3,6 +3,7 @@ real service (a fixture game whose replies can be slow, real game containers).""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -91,10 +92,11 @@ def test_steps_piled_on_one_in_flight_are_refused_at_once(svc, docker_client):
         time.sleep(0.05)  # until the game is busy with the slow step
     answers: list[int] = []
     ended: list[float] = []
+    other = ServiceClient(svc.url, token, retry_503=False)
 
     def pile() -> None:
         try:
-            ServiceClient(svc.url, token, retry_503=False).step(sid, {"n": 2})
+            other.step(sid, {"n": 2})
             answers.append(200)
         except ServiceError as exc:
             answers.append(exc.status)
@@ -113,3 +115,14 @@ def test_steps_piled_on_one_in_flight_are_refused_at_once(svc, docker_client):
     assert metrics["queued"] == 0
     assert client.step(sid, {"n": 3})["step"] == 2  # the session goes on
     client.close_game(sid)
+
+
+def test_a_request_with_unicode_line_separators_keeps_the_transcript_readable(svc):
+    """JSON allows U+2028/U+2029 raw inside strings; the transcript is JSON lines split
+    at newlines only, so reading it back gives every step, the request as sent."""
+    client, _, sid = session(svc)
+    request = {"n": "a\u2028b\u2029c\x85d"}
+    client.step_raw(sid, json.dumps(request, ensure_ascii=False).encode())
+    client.close_game(sid)
+    steps = client.transcript(sid)
+    assert len(steps) == 2 and steps[1]["request"] == request

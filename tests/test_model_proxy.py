@@ -180,3 +180,17 @@ def test_a_broken_upstream_is_recorded_and_counted(tmp_path, mode):
         assert lines[0]["usage"]["input_tokens"] == 5000
         assert "cut" in lines[0]["error"] or "closed" in lines[0]["error"] \
             or "payload" in lines[0]["error"].lower()
+
+
+def test_a_stream_event_with_unicode_line_separators_is_kept():
+    """SSE lines end at CR or LF only: text with U+2028 inside an event's JSON is one
+    event, kept whole in the transcript."""
+    from sforge.runs.proxy import _decode_body
+
+    delta = {"type": "content_block_delta", "delta": {"type": "text_delta",
+                                                      "text": "a\u2028b\u2029c\x85d"}}
+    stop = {"type": "message_delta", "usage": {"output_tokens": 3}}
+    body = (f"event: content_block_delta\ndata: {json.dumps(delta, ensure_ascii=False)}\n\n"
+            f"event: message_delta\r\ndata: {json.dumps(stop)}\r\n\r\n").encode()
+    kept, events = _decode_body(body, "text/event-stream")
+    assert kept == [delta, stop] and events == kept

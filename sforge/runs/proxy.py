@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -82,7 +83,9 @@ def _decode_body(body: bytes, content_type: str) -> tuple[Any, list[Any]]:
     text = body.decode("utf-8", errors="replace")
     if "text/event-stream" in content_type:
         events = []
-        for line in text.splitlines():
+        # SSE lines end at CR, LF or CRLF only (str.splitlines would also cut at U+2028 and
+        # friends, which JSON allows raw inside strings)
+        for line in re.split(r"\r\n|\r|\n", text):
             if line.startswith("data:"):
                 with contextlib.suppress(ValueError):
                     events.append(json.loads(line[5:].strip()))

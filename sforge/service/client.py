@@ -192,7 +192,8 @@ class ServiceClient:
         import json
 
         resp = self._call("GET", f"/v1/games/{session}/transcript", raw=True)
-        return [json.loads(line) for line in resp.text.splitlines() if line.strip()]
+        # JSON lines end at "\n" only: a step may hold U+2028 and the like inside strings
+        return [json.loads(line) for line in resp.content.split(b"\n") if line.strip()]
 
 
 def _retry_after(resp: httpx.Response) -> float:
