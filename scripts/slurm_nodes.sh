@@ -23,8 +23,12 @@
 # also shows that sbatch, squeue and a whole `sforge grade --profile slurm` run work with
 # SLURM_CONF. Ports: controller 6917, nodes 6921+ (the one-node cluster of slurm_up.sh uses
 # 6817/6818; both can run at once). SlurmdTimeout is 10 s so a dead node is noticed fast
-# (SLURM's default is 300 s). Needs: slurm-wlm, munge, docker.io, docker-registry.
+# (SLURM's default is 300 s). Needs docker.io and docker-registry; slurm-wlm and munge are
+# installed when missing. What it shares with scripts/slurm_up.sh (packages, munge, most of
+# slurm.conf, starting slurmctld, waiting for nodes) is in scripts/slurm_lib.sh.
 set -euo pipefail
+SLURM_LIB_NAME=slurm_nodes
+. "$(dirname "$0")/slurm_lib.sh"
 
 STATE="${SFORGE_NODES_STATE:-/run/sforge-nodes}"
 DATA="${SFORGE_NODES_DATA:-/var/lib/sforge-nodes}"     # node daemons' images (on disk)
@@ -34,27 +38,12 @@ NODE_PORT0=6921
 CONF="$STATE/slurm.conf"
 MUNGE_SOCKET="$STATE/munge/munge.socket"
 PARTITION=nodes
-log() { printf 'slurm_nodes: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 export SLURM_CONF="$CONF"
 
 [ "$(id -u)" = 0 ] || die "must run as root (starts daemons, makes namespaces)"
 cmd="${1:-}"; shift || true
 
 nodes() { [ -s "$STATE/nodes" ] && cat "$STATE/nodes"; }
-
-stop_pid() {  # pidfile: TERM, then KILL
-  local f=$1 pid
-  [ -s "$f" ] || return 0
-  pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
 
 start_node() {  # the node's namespaces, its dockerd, its slurmd
   local node=$1 i=$2 dir="$STATE/$1"
@@ -95,41 +84,15 @@ start_node() {  # the node's namespaces, its dockerd, its slurmd
   log "node $node up (dockerd unix://$dir/docker.sock, slurmd port $((NODE_PORT0 + i - 1)))"
 }
 
-wait_idle() {  # node...: until sinfo shows each idle (RESUME what SLURM set down)
-  local node state
-  for node in "$@"; do
-    for _ in $(seq 300); do
-      state=$(sinfo -h -N -n "$node" -o %T 2>/dev/null | head -n1)
-      [ "$state" = idle ] && break
-      case "$state" in
-        down*|drain*|fail*) scontrol update NodeName="$node" State=RESUME >/dev/null 2>&1 || true ;;
-      esac
-      sleep 0.2
-    done
-    [ "$state" = idle ] || die "node $node is '${state:-unknown}', not idle (see $STATE/$node/)"
-  done
-}
-
 case "$cmd" in
 up)
   n="${1:-2}"
-  for tool in slurmd slurmctld munge dockerd docker-registry unshare; do
-    command -v "$tool" >/dev/null || die "$tool missing: apt-get install slurm-wlm munge docker.io docker-registry"
+  install_slurm
+  for tool in dockerd docker-registry unshare; do
+    command -v "$tool" >/dev/null || die "$tool missing: apt-get install docker.io docker-registry"
   done
   mkdir -p "$STATE" "$DATA"
-  # a munged of its own (own socket, named in slurm.conf's AuthInfo): no other cluster on
-  # this machine can stop it under us
-  if ! alive "$STATE/munged.pid"; then
-    [ -s /etc/munge/munge.key ] || { mungekey --create --keyfile /etc/munge/munge.key 2>/dev/null ||
-      dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none; }
-    chown munge:munge /etc/munge/munge.key; chmod 0400 /etc/munge/munge.key
-    mkdir -p "$STATE/munge"; chown munge:munge "$STATE/munge"; chmod 0755 "$STATE/munge"
-    runuser -u munge -- /usr/sbin/munged --socket="$MUNGE_SOCKET" \
-      --pid-file="$STATE/munge/munged.pid" --log-file="$STATE/munge/munged.log" \
-      --seed-file="$STATE/munge/munged.seed"
-    for _ in $(seq 50); do [ -s "$STATE/munge/munged.pid" ] && break; sleep 0.1; done
-    cp "$STATE/munge/munged.pid" "$STATE/munged.pid" || die "munged did not start (see $STATE/munge/munged.log)"
-  fi
+  start_munged "$STATE/munge"
 
   # the registry, on loopback only
   if ! alive "$STATE/registry.pid"; then
@@ -160,10 +123,6 @@ YML
 ClusterName=sforgenodes
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
 # a requeued job waits cred_expire seconds before it may start again (SLURM's default: 120)
 AuthInfo=cred_expire=15,socket=$MUNGE_SOCKET
 StateSaveLocation=$STATE/ctld
@@ -172,23 +131,10 @@ SlurmctldPidFile=$STATE/slurmctld.pid
 SlurmdPidFile=$STATE/%n/slurmd.pid
 SlurmctldLogFile=$STATE/slurmctld.log
 SlurmdLogFile=$STATE/%n/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU_Memory
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
-MinJobAge=300
-ReturnToService=2
 # a dead node is noticed after this many seconds (SLURM's default: 300)
 SlurmdTimeout=10
-InactiveLimit=0
-KillWait=5
 CONF
+    slurm_conf_shared
     i=0
     for node in "${names[@]}"; do
       i=$((i + 1))
@@ -204,9 +150,7 @@ CONF
     stop_pid "$STATE/slurmctld.pid"
     mkdir -p "$STATE/ctld"
     log "starting slurmctld (port $CTLD_PORT, config $CONF)"
-    slurmctld -c -i -f "$CONF"
-    for _ in $(seq 100); do scontrol ping >/dev/null 2>&1 && break; sleep 0.1; done
-    scontrol ping >/dev/null 2>&1 || die "slurmctld did not answer (see $STATE/slurmctld.log)"
+    start_slurmctld -f "$CONF"
   fi
   printf '%s\n' "${names[@]}" > "$STATE/nodes"
   i=0
@@ -247,7 +191,7 @@ down)
   for node in $(nodes); do stop_pid "$STATE/$node/node.pid"; done
   stop_pid "$STATE/slurmctld.pid"
   stop_pid "$STATE/registry.pid"
-  stop_pid "$STATE/munged.pid"
+  stop_pid "$STATE/munge/munged.pid"
   # the node daemons' exec roots hold mounts only while they run; their data goes too
   for node in $(nodes); do
     rm -rf "${DATA:?}/$node"
