@@ -20,19 +20,16 @@ each floor measured in the same run, each line with the load average it was meas
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import json
 import os
 import shlex
 import shutil
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
-from common import SFORGE, remove_images, timed
+from common import SFORGE, graded_archives, remove_images, tar_gz, timed
 from genbench import make_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,17 +56,6 @@ def figure(label: str, value: float, floor: float | None, goal: str, ok: bool) -
 
 def sforge(bench: Path, results: Path, *args: str) -> list[str]:
     return [*SFORGE, "-b", str(bench), "--results", str(results), *args]
-
-
-def tar_gz(answer: str) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        data = answer.encode()
-        info = tarfile.TarInfo("answer.txt")
-        info.size = len(data)
-        info.mtime = 1700000000
-        tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(buf.getvalue(), mtime=0)
 
 
 def write_batch(bench: Path, n: int, tasks: list[str], tag: str = "") -> None:
@@ -161,65 +147,31 @@ def parallel(tmp: Path, n: int, jobs: int) -> None:
         remove_images(name)
 
 
-def fake_results(bench: Path, results: Path, n: int, n_tasks: int) -> list[Path]:
-    """n archives over the tasks and, for each, the result file its eval key names (as if
-    graded): what `sforge report` finds after a big grading run."""
-    import random
-
-    from sforge.config import load_config
-    from sforge.pipeline import Pipeline
-    from sforge.results import EvalResult
-
-    g = random.Random(1)
-    tasks = [f"task{i:04d}" for i in range(n_tasks)]
-    for i in range(n):
-        path = bench / "submissions" / f"src{i % 5}" / tasks[(i // 5) % n_tasks] / f"s{i}.tar.gz"
-        if i < 5 * n_tasks:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(tar_gz(f"{i}"))
-        if i % 7 == 0:
-            path.with_name(f"s{i}.json").write_text(json.dumps(
-                {"submitted_at": "2026-01-01T00:00:00+00:00", "elapsed_s": 60.0 * (i % 700),
-                 "agent": "bench", "model": f"m{i % 5}"}))
-    pipe = Pipeline.from_config(load_config(overrides={"benchmark": str(bench),
-                                                       "results": str(results)}, env={}))
-    paths = []
-    for target in pipe.evals.values():
-        path = pipe.eval_path(target)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        valid = g.random() > 0.1
-        EvalResult(task=target.task, submission=target.sha256, key=target.key, valid=valid,
-                   score=round(g.uniform(0, 10), 3) if valid else None, summary="ok",
-                   reason=None if valid else "bench: invalid", duration_s=0.5,
-                   started_at="2026-01-01T00:00:00+00:00",
-                   finished_at="2026-01-01T00:00:01+00:00",
-                   judge_image=target.judge.tag).write(path)
-        paths.append(path)
-    return paths
-
-
 def report(tmp: Path, n: int, n_tasks: int) -> None:
     name = f"floorrep{os.getpid()}"
     bench, results = tmp / "b-report", tmp / "r-report"
     make_benchmark(bench, n_tasks, name=name)
     t0 = time.perf_counter()
-    paths = fake_results(bench, results, n, n_tasks)
+    paths = graded_archives(bench, results, n, n_tasks)
     print(f"  ({n} archives and results over {n_tasks} tasks made in "
           f"{time.perf_counter() - t0:.0f} s)")
     cold = timed(sforge(bench, results, "report"))
     figure(f"`sforge report`, {n} results, cold", cold, None, "≤ 10 s", cold <= 10)
     from sforge.results import EvalResult
 
-    changed = []
-    for i in range(3):
-        result = EvalResult.read(paths[len(paths) // 3 * i])
+    changed, unchanged = [], []
+    for i in range(5):  # one result of another task each time, then again with no change
+        path = paths[len(paths) // 5 * i + 7]
+        result = EvalResult.read(path)
         result.score = (result.score or 0.0) + 1.0
         result.valid = True
-        result.write(paths[len(paths) // 3 * i])
+        result.write(path)
         changed.append(timed(sforge(bench, results, "report")))
-    one = sorted(changed)[1]
-    figure("`sforge report` after one result changed (med 3)", one, None, "≤ 1.5 s",
+        unchanged.append(timed(sforge(bench, results, "report")))
+    one, none = sorted(changed)[2], sorted(unchanged)[2]
+    figure("`sforge report` after one result changed (med 5)", one, None, "≤ 1.5 s",
            one <= 1.5)
+    figure("`sforge report`, nothing changed (median 5)", none, None, "(no goal)", True)
     shutil.rmtree(results, ignore_errors=True)
     shutil.rmtree(bench, ignore_errors=True)
 

@@ -1,6 +1,6 @@
 """Time the report at scale and how fast its index renders in headless Chromium.
 
-Generates a benchmark of --tasks tasks and N eval results (bench_aggregate's generator: every
+Generates a benchmark of --tasks tasks and N eval results (bench/common.py's generator: every
 tenth result invalid, five per-test details each), aggregates the tables into the results
 folder, then:
 
@@ -27,22 +27,17 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from common import KINDS, make_results, make_scoring_benchmark
 
-from bench_aggregate import KINDS, make_benchmark, make_results  # noqa: E402
-
-from sforge import scores  # noqa: E402
-from sforge.layout import Layout  # noqa: E402
-from sforge.loader import load_benchmark  # noqa: E402
-from sforge.report import write_report  # noqa: E402
-from sforge.results import EvalResult  # noqa: E402
+from sforge import scores
+from sforge.layout import Layout
+from sforge.loader import load_benchmark
+from sforge.report import write_report
+from sforge.results import EvalResult
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Records, once the load event has finished, how long the page took from navigation start.
@@ -127,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             if work.exists():
                 shutil.rmtree(work)
             work.mkdir(parents=True)
-            tasks = make_benchmark(work / "bench", args.tasks)
+            tasks = make_scoring_benchmark(work / "bench", args.tasks)
             records = make_results(results, tasks, args.n, args.sources)
             stamp.write_text(json.dumps(want))
             print(f"generated {args.n} results, {len(records)} submissions, {args.tasks} tasks, "

@@ -10,9 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
+from . import validated
 from .errors import SforgeError
 from .model import DEFAULT_BENCHMARK
 
@@ -56,11 +56,19 @@ def schema() -> dict[str, Any]:
 
 
 def validate(config: dict[str, Any], source: str = "config") -> None:
+    """The config against config.schema.yaml; SforgeError naming the first bad field. A
+    configuration that passed before (same settings, same schema) is not checked again."""
+    key = validated.digest(schema_path().read_text(), config)
+    if validated.seen(key):
+        return
+    import jsonschema
+
     errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(config))
     if errors:
         err = errors[0]
         field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
         raise SforgeError(f"{source}: [{field}] {err.message}")
+    validated.remember(key)
 
 
 def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None,

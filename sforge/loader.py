@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from . import rescaling as rescale_mod
+from . import validated
 from .errors import DefinitionError
 from .hashing import HashCache
 from .model import (
@@ -40,19 +41,28 @@ KNOWN_KEYS = {"id", "name", "version", "environment", "submission", "judge", "sc
 
 
 @functools.cache
+def _schema_text(name: str) -> str:
+    return resources.files("sforge").joinpath(name).read_text()
+
+
+@functools.cache
 def _validator(name: str) -> jsonschema.protocols.Validator:
-    # Imported here: task.toml files are validated when they change (HashCache.parsed keeps
-    # the result), so a no-op build or report does not pay for jsonschema's import.
+    # Imported here: only a changed document is validated (HashCache.parsed keeps task.toml
+    # files, sforge.validated what passed before), so a no-op build skips the import.
     import jsonschema
 
-    schema = yaml.safe_load(resources.files("sforge").joinpath(name).read_text())
+    schema = yaml.safe_load(_schema_text(name))
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)
 
 
 def _schema_error(path: Path, data: dict[str, Any], schema: str, task: str | None) -> None:
+    key = validated.digest(_schema_text(schema), data)
+    if validated.seen(key):
+        return
     errors = sorted(_validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if not errors:
+        validated.remember(key)
         return
     err = errors[0]
     # blobs[0].sha256, as the loader's own checks name array items
