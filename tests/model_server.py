@@ -1,5 +1,6 @@
 """A scripted model server on loopback that speaks the Anthropic Messages API (streaming SSE
-and plain JSON), for driving real agent CLIs without a real model.
+and plain JSON) and OpenAI's Responses API (streaming, as codex uses it), for driving real
+agent CLIs without a real model.
 
 Each reply is chosen by how many tool results the conversation already holds: step n of the
 script is a Bash tool call with that command, and past the end the model says it is done.
@@ -90,6 +91,49 @@ class ScriptedModel:
         await resp.write_eof()
         return resp
 
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's Responses API, streamed, as codex speaks it: step n of the script is a
+        call of codex's shell tool (`exec_command`, arguments {"cmd": ...}), counted by the
+        function_call_output items the conversation already holds."""
+        body = await request.json()
+        self.requests.append({"path": request.path_qs, "body": body,
+                              "x-api-key": request.headers.get("x-api-key"),
+                              "authorization": request.headers.get("authorization")})
+        items = body.get("input", [])
+        n = sum(1 for item in items if isinstance(item, dict)
+                and item.get("type") == "function_call_output")
+        tools = {t.get("name") for t in body.get("tools", []) if isinstance(t, dict)}
+        if "exec_command" in tools and n < len(self.commands):
+            item = {"type": "function_call", "id": f"fc_{n:04d}", "call_id": f"call_{n:04d}",
+                    "name": "exec_command", "status": "completed",
+                    "arguments": json.dumps({"cmd": self.commands[n]})}
+        else:
+            item = {"type": "message", "id": f"msg_{n:04d}", "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": self.final_text,
+                                 "annotations": []}]}
+        rid = f"resp_{len(self.requests):04d}"
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+
+        async def send(data: dict[str, Any]) -> None:
+            await resp.write(f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode())
+
+        response = {"id": rid, "object": "response", "status": "in_progress",
+                    "model": body.get("model", "scripted"), "output": []}
+        await send({"type": "response.created", "response": response})
+        await send({"type": "response.output_item.added", "output_index": 0, "item": item})
+        await send({"type": "response.output_item.done", "output_index": 0, "item": item})
+        usage = {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS,
+                 "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
+                 "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens_details": {"reasoning_tokens": 0}}
+        await send({"type": "response.completed", "response": dict(
+            response, status="completed", output=[item], usage=usage)})
+        await resp.write_eof()
+        return resp
+
     async def other(self, request: web.Request) -> web.Response:
         self.requests.append({"path": request.path_qs, "body": None,
                               "x-api-key": request.headers.get("x-api-key"),
@@ -106,6 +150,7 @@ class ScriptedModel:
         async def boot() -> None:
             app = web.Application()
             app.router.add_post("/v1/messages", self.messages)
+            app.router.add_post("/v1/responses", self.responses)
             app.router.add_route("*", "/{tail:.*}", self.other)
             self._runner = web.AppRunner(app, access_log=None)
             await self._runner.setup()

@@ -223,3 +223,43 @@ def test_claude_code_end_to_end_through_the_key_adding_proxy(edge, tmp_path, doc
         if path.is_file() and path.stat().st_size < 50 << 20:
             assert KEY.encode() not in path.read_bytes(), path
     assert not run_containers(docker_client, edge, "claude1")
+
+
+def test_codex_end_to_end_through_the_key_adding_proxy(edge, docker_client):
+    """The real codex CLI (static build from the bundle) against a scripted Responses-API
+    server on loopback, through sforge's proxy: its shell tool writes a solution and submits
+    it with sforge-submit, and looks for the key in its env and files."""
+    from model_server import ScriptedModel
+
+    key = "sk-proj-test-OPENAI-0123456789"
+    keylike = "sk-proj-test-OPENAI-[0-9]\\{10\\}"  # matches the key, not itself
+    model = ScriptedModel(commands=[
+        "printf 'print(1)\\n' > semver.py && sforge-submit; echo SUBMITTED",
+        f"if env | grep -q '{keylike}'; then echo ENV-LEAK; else echo ENV-CLEAN; fi; "
+        f"if grep -rsq '{keylike}' / --exclude-dir=proc --exclude-dir=sys; "
+        "then echo FILE-LEAK; else echo FILE-CLEAN; fi",
+    ]).start()
+    try:
+        proc = edge.run("run", "--agent", "codex", "--task", "semver_ranges",
+                        "--run-id", "codex1", "--timeout", "120", "--max-resumes", "0",
+                        "--model-api", model.url, env={"OPENAI_API_KEY": key})
+    finally:
+        model.stop()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    folder = edge.results / edge.name / "runs" / "codex1" / "semver_ranges" / "0"
+    rec = json.loads((folder / "run.json").read_text())
+    assert rec["rounds"] == 2 and rec["submissions"][0]["state"] == "done", rec
+    assert rec["final"]["final"] and rec["final"]["sha256"] == rec["submissions"][0]["sha256"]
+    assert rec["exit_code"] == 0 and rec["stopped_by"] == "agent"
+    # every call reached the scripted server through the proxy, with the real key only there
+    assert [r["path"] for r in model.requests] == ["/v1/responses"] * 3, model.requests
+    assert {r["authorization"] for r in model.requests} == {f"Bearer {key}"}
+    outputs = json.dumps([i for i in model.requests[-1]["body"]["input"]
+                          if i.get("type") == "function_call_output"])
+    assert "SUBMITTED" in outputs and "(round 1)" in outputs, outputs[-2000:]
+    assert "ENV-CLEAN" in outputs and "FILE-CLEAN" in outputs, outputs[-2000:]
+    assert rec["usage"]["calls"] == 3 and rec["tokens"] > 0
+    for path in (edge.results).rglob("*"):
+        if path.is_file() and path.stat().st_size < 50 << 20:
+            assert key.encode() not in path.read_bytes(), path
+    assert not run_containers(docker_client, edge, "codex1")
