@@ -185,81 +185,76 @@ KEY = "sk-ant-test-" + "5ec2e7" * 4  # what a real key looks like to grep
 KEYLIKE = "sk-ant-test-[0-9a-f]\\{8\\}"  # a pattern that matches the key, not itself
 
 
-def test_claude_code_end_to_end_through_the_key_adding_proxy(edge, tmp_path, docker_client):
-    """The real claude CLI (native build from the bundle) against a scripted Messages-API
-    server on loopback, through sforge's proxy: it writes a solution with its Bash tool,
-    submits it with sforge-submit, and looks for the key in its env and files."""
+def scripted_run(edge, agent: str, run_id: str, keylike: str, env: dict[str, str],
+                 timeout: int):
+    """`sforge run --agent AGENT` against a scripted model server whose two tool calls write
+    a solution and submit it with sforge-submit, then look for the key (`keylike`, a grep
+    pattern that matches the key, not itself) in the container's env and files.
+    → (run record, the model server with its requests, the run's folder)."""
     from model_server import ScriptedModel
 
     model = ScriptedModel(commands=[
         "printf 'print(1)\\n' > semver.py && sforge-submit; echo SUBMITTED",
-        f"if env | /bin/grep -q '{KEYLIKE}'; then echo ENV-LEAK; else echo ENV-CLEAN; fi; "
-        f"if /bin/grep -rsq '{KEYLIKE}' / --exclude-dir=proc --exclude-dir=sys; "
+        f"if env | /bin/grep -q '{keylike}'; then echo ENV-LEAK; else echo ENV-CLEAN; fi; "
+        f"if /bin/grep -rsq '{keylike}' / --exclude-dir=proc --exclude-dir=sys; "
         "then echo FILE-LEAK; else echo FILE-CLEAN; fi",
     ]).start()
     try:
-        proc = edge.run("run", "--agent", "claude-code", "--task", "semver_ranges",
-                        "--run-id", "claude1", "--timeout", "240", "--max-resumes", "0",
-                        "--model-api", model.url, env={"ANTHROPIC_API_KEY": KEY})
+        proc = edge.run("run", "--agent", agent, "--task", "semver_ranges",
+                        "--run-id", run_id, "--timeout", str(timeout), "--max-resumes", "0",
+                        "--model-api", model.url, env=env)
     finally:
         model.stop()
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    folder = edge.results / edge.name / "runs" / "claude1" / "semver_ranges" / "0"
+    folder = edge.results / edge.name / "runs" / run_id / "semver_ranges" / "0"
     rec = json.loads((folder / "run.json").read_text())
-    # the graded submission made through the Bash tool, then the final workspace
-    assert rec["rounds"] == 2 and rec["submissions"][0]["state"] == "done"
+    # the graded submission made through the agent's shell tool, then the final workspace
+    assert rec["rounds"] == 2 and rec["submissions"][0]["state"] == "done", rec
     assert rec["submissions"][0]["valid"] is not None and rec["final"]["final"]
     assert rec["final"]["sha256"] == rec["submissions"][0]["sha256"]
-    # the upstream got the real key on every call; the container sent only a placeholder
-    assert model.requests and {r["x-api-key"] for r in model.requests} == {KEY}
-    tool_output = json.dumps([r["body"]["messages"] for r in model.requests[-1:]])
-    assert "SUBMITTED" in tool_output and "(round 1)" in tool_output
+    return rec, model, folder
+
+
+def assert_probed_and_key_nowhere(edge, docker_client, run_id: str, tool_output: str,
+                                  key: str) -> None:
+    assert "SUBMITTED" in tool_output and "(round 1)" in tool_output, tool_output[-2000:]
     assert "ENV-CLEAN" in tool_output and "FILE-CLEAN" in tool_output, tool_output[-2000:]
-    # token usage from the replies, and the transcript beside the record
-    assert rec["usage"]["calls"] == len(model.requests) and rec["tokens"] > 0
-    assert (folder / "transcript.jsonl").read_text().count("\n") == len(model.requests)
     # nothing sforge wrote holds the key: records, transcript, logs, service state
     for path in (edge.results).rglob("*"):
         if path.is_file() and path.stat().st_size < 50 << 20:
-            assert KEY.encode() not in path.read_bytes(), path
-    assert not run_containers(docker_client, edge, "claude1")
+            assert key.encode() not in path.read_bytes(), path
+    assert not run_containers(docker_client, edge, run_id)
+
+
+def test_claude_code_end_to_end_through_the_key_adding_proxy(edge, tmp_path, docker_client):
+    """The real claude CLI (native build from the bundle) against a scripted Messages-API
+    server on loopback, through sforge's proxy: it writes a solution with its Bash tool,
+    submits it with sforge-submit, and looks for the key in its env and files."""
+    rec, model, folder = scripted_run(edge, "claude-code", "claude1", KEYLIKE,
+                                      {"ANTHROPIC_API_KEY": KEY}, 240)
+    # the upstream got the real key on every call; the container sent only a placeholder
+    assert model.requests and {r["x-api-key"] for r in model.requests} == {KEY}
+    # token usage from the replies, and the transcript beside the record
+    assert rec["usage"]["calls"] == len(model.requests) and rec["tokens"] > 0
+    assert (folder / "transcript.jsonl").read_text().count("\n") == len(model.requests)
+    assert_probed_and_key_nowhere(
+        edge, docker_client, "claude1",
+        json.dumps([r["body"]["messages"] for r in model.requests[-1:]]), KEY)
 
 
 def test_codex_end_to_end_through_the_key_adding_proxy(edge, docker_client):
     """The real codex CLI (static build from the bundle) against a scripted Responses-API
     server on loopback, through sforge's proxy: its shell tool writes a solution and submits
     it with sforge-submit, and looks for the key in its env and files."""
-    from model_server import ScriptedModel
-
     key = "sk-proj-test-OPENAI-0123456789"
-    keylike = "sk-proj-test-OPENAI-[0-9]\\{10\\}"  # matches the key, not itself
-    model = ScriptedModel(commands=[
-        "printf 'print(1)\\n' > semver.py && sforge-submit; echo SUBMITTED",
-        f"if env | grep -q '{keylike}'; then echo ENV-LEAK; else echo ENV-CLEAN; fi; "
-        f"if grep -rsq '{keylike}' / --exclude-dir=proc --exclude-dir=sys; "
-        "then echo FILE-LEAK; else echo FILE-CLEAN; fi",
-    ]).start()
-    try:
-        proc = edge.run("run", "--agent", "codex", "--task", "semver_ranges",
-                        "--run-id", "codex1", "--timeout", "120", "--max-resumes", "0",
-                        "--model-api", model.url, env={"OPENAI_API_KEY": key})
-    finally:
-        model.stop()
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    folder = edge.results / edge.name / "runs" / "codex1" / "semver_ranges" / "0"
-    rec = json.loads((folder / "run.json").read_text())
-    assert rec["rounds"] == 2 and rec["submissions"][0]["state"] == "done", rec
-    assert rec["final"]["final"] and rec["final"]["sha256"] == rec["submissions"][0]["sha256"]
+    rec, model, _ = scripted_run(edge, "codex", "codex1", "sk-proj-test-OPENAI-[0-9]\\{10\\}",
+                                 {"OPENAI_API_KEY": key}, 120)
     assert rec["exit_code"] == 0 and rec["stopped_by"] == "agent"
     # every call reached the scripted server through the proxy, with the real key only there
     assert [r["path"] for r in model.requests] == ["/v1/responses"] * 3, model.requests
     assert {r["authorization"] for r in model.requests} == {f"Bearer {key}"}
-    outputs = json.dumps([i for i in model.requests[-1]["body"]["input"]
-                          if i.get("type") == "function_call_output"])
-    assert "SUBMITTED" in outputs and "(round 1)" in outputs, outputs[-2000:]
-    assert "ENV-CLEAN" in outputs and "FILE-CLEAN" in outputs, outputs[-2000:]
     assert rec["usage"]["calls"] == 3 and rec["tokens"] > 0
-    for path in (edge.results).rglob("*"):
-        if path.is_file() and path.stat().st_size < 50 << 20:
-            assert key.encode() not in path.read_bytes(), path
-    assert not run_containers(docker_client, edge, "codex1")
+    assert_probed_and_key_nowhere(
+        edge, docker_client, "codex1",
+        json.dumps([i for i in model.requests[-1]["body"]["input"]
+                    if i.get("type") == "function_call_output"]), key)
