@@ -8,19 +8,21 @@ make every container call through ContainerEngine.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import io
 import json
 import logging
 import socket
+import struct
 import tarfile
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+from . import engine_http
 from .errors import BuildFailed, InfrastructureError, SforgeError
 
 log = logging.getLogger(__name__)
@@ -274,18 +276,19 @@ class DockerEngine(RegistryMixin, ContainerEngine):
         wanted = set(tags)
         if not wanted:
             return set()
-        try:
-            images = self.client.api.images()
-        except Exception as exc:
-            raise InfrastructureError(f"cannot list images: {exc}") from None
-        present = {t for img in images for t in (img.get("RepoTags") or [])}
+        if len(wanted) <= _INSPECT_AT_MOST:  # one eval's judge: not the daemon's whole list
+            return {t for t in wanted if t in self.image_tags(t)}
+        present = {t for img in self._images() for t in (img.get("RepoTags") or [])}
         return wanted & present
 
-    def tags_with_prefix(self, prefix: str) -> dict[str, int]:
+    def _images(self) -> list[dict[str, Any]]:
         try:
-            images = self.client.api.images()
-        except Exception as exc:
+            return list(self._call("GET", "/images/json"))
+        except (engine_http.HttpError, EngineError) as exc:
             raise InfrastructureError(f"cannot list images: {exc}") from None
+
+    def tags_with_prefix(self, prefix: str) -> dict[str, int]:
+        images = self._images()
         return {t: int(img.get("Size") or 0) for img in images
                 for t in (img.get("RepoTags") or []) if t.startswith(prefix)}
 
@@ -299,27 +302,26 @@ class DockerEngine(RegistryMixin, ContainerEngine):
         except docker.errors.APIError as exc:  # e.g. a container still uses it
             raise InfrastructureError(f"cannot remove image {tag}: {exc}") from None
 
-    def image_id(self, tag: str) -> str | None:
-        import docker.errors
-
-        try:
-            return self.client.api.inspect_image(tag)["Id"]
-        except docker.errors.ImageNotFound:
+    def _inspect_image(self, ref: str) -> dict[str, Any] | None:
+        """The image record, None when there is no such image (or `ref` names none)."""
+        if not ref:
             return None
-        except docker.errors.APIError as exc:
-            raise InfrastructureError(f"cannot inspect image {tag}: {exc}") from None
+        try:
+            return dict(self._call("GET", f"/images/{engine_http.quoted(ref)}/json"))
+        except engine_http.HttpError as exc:
+            if exc.status in (400, 404):  # no such image, or not a valid reference
+                return None
+            raise InfrastructureError(f"cannot inspect image {ref}: {exc}") from None
+        except EngineError as exc:
+            raise InfrastructureError(f"cannot inspect image {ref}: {exc}") from None
+
+    def image_id(self, tag: str) -> str | None:
+        found = self._inspect_image(tag)
+        return None if found is None else str(found["Id"])
 
     def image_tags(self, ref: str) -> list[str]:
-        import docker.errors
-
-        try:
-            return list(self.client.api.inspect_image(ref).get("RepoTags") or [])
-        except (docker.errors.ImageNotFound, docker.errors.NullResource):
-            return []
-        except docker.errors.APIError as exc:
-            if getattr(exc, "status_code", None) in (400, 404):  # not a valid reference
-                return []
-            raise InfrastructureError(f"cannot inspect image {ref}: {exc}") from None
+        found = self._inspect_image(ref)
+        return [] if found is None else list(found.get("RepoTags") or [])
 
     def build(self, context, dockerfile, tag, buildargs, platform, on_line):
         import docker.errors
@@ -356,173 +358,181 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             raise BuildFailed(error)
         return image_id or self.image_id(tag) or ""
 
-    # -- containers ----------------------------------------------------------------------------
+    # -- containers (and image lookups): over engine_http, no SDK import ---------------------
     @functools.cached_property
+    def http(self) -> engine_http.HttpTransport:
+        transport = (engine_http.from_client(self._client) if self._client is not None
+                     else engine_http.from_env())
+        if transport is None:
+            raise InfrastructureError(
+                "sforge speaks to the Docker daemon over unix:// or tcp:// (DOCKER_HOST); "
+                "for a daemon behind ssh, forward its socket: ssh -L /tmp/d.sock:"
+                "/var/run/docker.sock HOST, then DOCKER_HOST=unix:///tmp/d.sock")
+        return transport
+
+    @property
     def daemon(self) -> str:
-        api = self.client.api
-        adapter = getattr(api, "_custom_adapter", None)
-        socket_path = getattr(adapter, "socket_path", None)
-        return f"unix://{socket_path}" if socket_path else str(api.base_url)
+        return self.http.daemon
 
-    def _error(self, exc: Exception) -> EngineError:
-        """A docker-py/requests exception as an EngineError (its text, and whether the daemon
-        could be reached at all)."""
-        import requests.exceptions
+    def _call(self, method: str, path: str, params: dict[str, Any] | None = None,
+              body: Any = None, timeout: float | None = 600) -> Any:
+        try:
+            return self.http.json(method, path, params, body, timeout)
+        except engine_http.Unreachable as exc:
+            raise EngineError(str(exc), unreachable=True) from None
+        except engine_http.CallTimeout as exc:
+            raise EngineError(str(exc)) from None
 
-        text = str(getattr(exc, "explanation", None) or exc)
-        return EngineError(text, unreachable=isinstance(exc, requests.exceptions.ConnectionError))
-
-    @functools.cached_property
-    def _errors(self) -> tuple[type[Exception], ...]:
-        import docker.errors
-        import requests.exceptions
-
-        return (docker.errors.DockerException, requests.exceptions.RequestException)
+    def _stream(self, method: str, path: str, params: dict[str, Any] | None = None,
+                timeout: float | None = 600) -> engine_http.Response:
+        try:
+            return self.http.request(method, path, params, headers={"Content-Length": "0"}
+                                     if method == "POST" else None, timeout=timeout)
+        except engine_http.Unreachable as exc:
+            raise EngineError(str(exc), unreachable=True) from None
+        except engine_http.CallTimeout as exc:
+            raise EngineError(str(exc)) from None
 
     def create_container(self, spec: ContainerSpec) -> str:
-        import docker.errors
-        from docker.types import LogConfig
-        from docker.types import Mount as DockerMount
-
-        api = self.client.api
         writable = spec.writable if _storage_opt_supported.get(self.daemon, True) else None
+        body: dict[str, Any] = {
+            "Image": spec.image, "Entrypoint": list(spec.command), "Cmd": None,
+            "WorkingDir": spec.cwd, "Env": [f"{k}={v}" for k, v in spec.env.items()],
+            "Labels": dict(spec.labels), "Tty": False, "OpenStdin": spec.stdin,
+            "StdinOnce": spec.stdin, "AttachStdin": spec.stdin,
+            "AttachStdout": spec.stdin, "AttachStderr": spec.stdin}
+        host: dict[str, Any] = {
+            "Init": spec.init, "NetworkMode": spec.network,
+            "NanoCpus": int(spec.cpus * 1e9), "Memory": spec.memory,
+            "MemorySwap": spec.memory,  # equal: no swap on top of the limit
+            "LogConfig": {"Type": "json-file", "Config": {"max-size": "64m"}}
+            if spec.keep_output else {"Type": "none", "Config": {}},
+            "CapDrop": ["ALL"], "CapAdd": list(spec.cap_add),
+            "SecurityOpt": ["no-new-privileges"] if spec.no_new_privileges else None,
+            "PidsLimit": spec.pids,
+            "Mounts": [{"Type": "bind", "Source": m.source, "Target": m.target,
+                        "ReadOnly": m.read_only} for m in spec.mounts] or None}
         while True:
             try:
-                host_config = api.create_host_config(
-                    init=spec.init, network_mode=spec.network,
-                    nano_cpus=int(spec.cpus * 1e9), mem_limit=spec.memory,
-                    memswap_limit=spec.memory,  # equal: no swap on top of the limit
-                    log_config=LogConfig(type="json-file", config={"max-size": "64m"})
-                    if spec.keep_output else LogConfig(type="none"),
-                    storage_opt={"size": writable} if writable else None,
-                    security_opt=["no-new-privileges"] if spec.no_new_privileges else None,
-                    cap_drop=["ALL"], cap_add=list(spec.cap_add), pids_limit=spec.pids,
-                    mounts=[DockerMount(m.target, m.source, type="bind", read_only=m.read_only)
-                            for m in spec.mounts] or None)
-                resp = api.create_container(
-                    spec.image, entrypoint=list(spec.command), working_dir=spec.cwd,
-                    environment=dict(spec.env), labels=dict(spec.labels),
-                    host_config=host_config, stdin_open=spec.stdin,
-                    detach=not spec.stdin)  # detach would drop StdinOnce
-                return str(resp["Id"])
-            except docker.errors.ImageNotFound:
-                raise ImageMissing(f"image {spec.image} not found on the Docker daemon at "
-                                   f"{self.daemon}") from None
-            except docker.errors.APIError as exc:
-                text = str(exc.explanation or exc).lower().replace(" ", "-")
+                body["HostConfig"] = {**host, "StorageOpt": {"size": writable}} if writable \
+                    else host
+                return str(self._call("POST", "/containers/create", None, body)["Id"])
+            except engine_http.HttpError as exc:
+                if exc.status == 404 and "image" in exc.message.lower():
+                    raise ImageMissing(f"image {spec.image} not found on the Docker daemon at "
+                                       f"{self.daemon}") from None
+                text = exc.message.lower().replace(" ", "-")
                 if writable and ("storage-opt" in text or "storageopt" in text):
                     _storage_opt_supported[self.daemon] = False  # said once per daemon
                     log.info("the Docker daemon at %s cannot bound a container's writable "
                              "layer (%s); containers run without that bound", self.daemon,
-                             exc.explanation)
+                             exc.message)
                     writable = None
                     continue
-                raise self._error(exc) from None
-            except self._errors as exc:
-                raise self._error(exc) from None
+                raise EngineError(exc.message) from None
 
     def put_archive(self, cid: str, path: str, data: bytes | IO[bytes]) -> None:
-        import docker.errors
+        def put(where: str, payload: bytes | IO[bytes]) -> None:
+            size = len(payload) if isinstance(payload, bytes) else _remaining(payload)
+            try:
+                self.http.request("PUT", f"/containers/{engine_http.quoted(cid)}/archive",
+                                  {"path": where}, payload,
+                                  {"Content-Type": "application/x-tar",
+                                   "Content-Length": str(size)}).read()
+            except engine_http.Unreachable as exc:
+                raise EngineError(str(exc), unreachable=True) from None
+            except engine_http.CallTimeout as exc:
+                raise EngineError(str(exc)) from None
 
-        api = self.client.api
         try:
             try:
-                api.put_archive(cid, path, data)
-            except docker.errors.NotFound:
+                put(path, data)
+            except engine_http.HttpError as exc:
+                if exc.status != 404:
+                    raise
                 # path missing (Docker normally creates WorkingDir at create time): make it.
-                api.put_archive(cid, "/", _dirs_tar(path))
+                put("/", _dirs_tar(path))
                 if not isinstance(data, bytes):
                     data.seek(0)
-                api.put_archive(cid, path, data)
-        except docker.errors.APIError as exc:
-            message = str(exc.explanation or exc)
-            if any(s in message.lower() for s in _EXTRACT_CONFLICTS):
-                raise ExtractConflict(message) from None
-            raise self._error(exc) from None
-        except self._errors as exc:
-            raise self._error(exc) from None
+                put(path, data)
+        except engine_http.HttpError as exc:
+            if any(s in exc.message.lower() for s in _EXTRACT_CONFLICTS):
+                raise ExtractConflict(exc.message) from None
+            raise EngineError(exc.message) from None
 
     def attach_output(self, cid: str) -> Iterator[bytes]:
         try:  # attached now, before the caller starts the container
-            stream = self.client.api.attach(cid, stdout=True, stderr=True, stream=True,
-                                            logs=False)
-        except self._errors as exc:
-            raise self._error(exc) from None
-        return self._guarded(stream)
-
-    def _guarded(self, stream: Iterable[bytes]) -> Iterator[bytes]:
-        try:
-            yield from stream
-        except self._errors as exc:
-            raise self._error(exc) from None
+            answer = self._stream("POST", f"/containers/{engine_http.quoted(cid)}/attach",
+                                  {"stream": 1, "stdout": 1, "stderr": 1, "logs": 0},
+                                  timeout=None)  # open as long as the judge runs
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
+        return _frames(answer)
 
     def attach_stdio(self, cid: str) -> tuple[Any, socket.socket]:
-        try:
+        try:  # the game channel writes stdin over a hijacked socket: the SDK does that
             owner = self.client.api.attach_socket(cid, params={"stdin": 1, "stdout": 1,
                                                                "stream": 1})
-        except self._errors as exc:
-            raise self._error(exc) from None
+        except Exception as exc:  # docker-py raises several unrelated types here
+            raise EngineError(str(getattr(exc, "explanation", None) or exc)) from None
         return owner, owner._sock
 
     def start(self, cid: str) -> None:
         try:
-            self.client.api.start(cid)
-        except self._errors as exc:
-            raise self._error(exc) from None
+            self._call("POST", f"/containers/{engine_http.quoted(cid)}/start")
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
 
     def wait(self, cid: str, timeout: float) -> int | None:
-        import requests.exceptions
-
-        t0 = time.monotonic()
         try:
-            return int(self.client.api.wait(cid, timeout=timeout).get("StatusCode", -1))
-        except requests.exceptions.RequestException as exc:
-            if time.monotonic() - t0 < timeout - 0.05:
-                raise self._error(exc) from None  # the daemon went away, not the clock
+            answer = self.http.json("POST", f"/containers/{engine_http.quoted(cid)}/wait",
+                                    timeout=max(timeout, 0.001))
+        except engine_http.CallTimeout:
             return None
-        except self._errors as exc:
-            raise self._error(exc) from None
+        except engine_http.Unreachable as exc:
+            raise EngineError(str(exc), unreachable=True) from None  # the daemon, not the clock
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
+        return int(answer.get("StatusCode", -1))
 
     def kill(self, cid: str) -> None:
-        import docker.errors
-
-        try:
-            self.client.api.kill(cid)
-        except docker.errors.APIError:
-            pass  # 409: it just exited
-        except self._errors as exc:
-            raise self._error(exc) from None
+        with contextlib.suppress(engine_http.HttpError):  # 409: it just exited
+            self._call("POST", f"/containers/{engine_http.quoted(cid)}/kill")
 
     def container_state(self, cid: str) -> dict[str, Any]:
         try:
-            return dict(self.client.api.inspect_container(cid)["State"])
-        except self._errors as exc:
-            raise self._error(exc) from None
+            return dict(self._call("GET", f"/containers/{engine_http.quoted(cid)}/json")["State"])
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
 
     def read_file(self, cid: str, path: str, cap: int) -> ContainerFile | None:
-        import docker.errors
-
         try:
-            stream, stat = self.client.api.get_archive(cid, path)
-        except docker.errors.NotFound:
-            return None
-        except self._errors as exc:
-            raise self._error(exc) from None
-        mode = int(stat.get("mode", 0))
-        if mode & _GO_DIR:
-            return ContainerFile("dir")
-        if mode & _GO_SYMLINK:
-            return ContainerFile("symlink")
-        if int(stat.get("size", 0)) > cap:
-            return ContainerFile("too large")
-        buf = bytearray()
+            answer = self._stream("GET", f"/containers/{engine_http.quoted(cid)}/archive",
+                                  {"path": path})
+        except engine_http.HttpError as exc:
+            if exc.status == 404:
+                return None
+            raise EngineError(exc.message) from None
         try:
-            for chunk in stream:
-                buf += chunk
-                if len(buf) > cap + (1 << 20):
-                    return ContainerFile("too large")
-        except self._errors as exc:
-            raise self._error(exc) from None
+            stat = json.loads(base64.b64decode(answer.headers.get(
+                "x-docker-container-path-stat", "") or "e30="))
+            mode = int(stat.get("mode", 0))
+            if mode & _GO_DIR:
+                return ContainerFile("dir")
+            if mode & _GO_SYMLINK:
+                return ContainerFile("symlink")
+            if int(stat.get("size", 0)) > cap:
+                return ContainerFile("too large")
+            buf = bytearray()
+            try:
+                for chunk in answer.chunks():
+                    buf += chunk
+                    if len(buf) > cap + (1 << 20):
+                        return ContainerFile("too large")
+            except engine_http.Unreachable as exc:
+                raise EngineError(str(exc), unreachable=True) from None
+        finally:
+            answer.close()
         with tarfile.open(fileobj=io.BytesIO(bytes(buf))) as tar:
             member = tar.next()
             fh = tar.extractfile(member) if member is not None and member.isreg() else None
@@ -532,39 +542,64 @@ class DockerEngine(RegistryMixin, ContainerEngine):
 
     def output(self, cid: str) -> Iterator[bytes]:
         try:
-            stream = self.client.api.logs(cid, stdout=True, stderr=True, stream=True,
-                                          follow=False)
-        except self._errors as exc:
-            raise self._error(exc) from None
-        return self._guarded(stream)
+            answer = self._stream("GET", f"/containers/{engine_http.quoted(cid)}/logs",
+                                  {"stdout": 1, "stderr": 1, "follow": 0})
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
+        return _frames(answer)
 
     def remove_container(self, cid: str) -> bool:
-        import docker.errors
-
         try:
-            self.client.api.remove_container(cid, force=True)
+            self._call("DELETE", f"/containers/{engine_http.quoted(cid)}", {"force": 1})
             return True
-        except docker.errors.NotFound:
-            return False
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:  # "removal … already in progress": another caller
+        except engine_http.HttpError as exc:
+            if exc.status in (404, 409):  # gone, or "removal … already in progress"
                 return False
-            raise self._error(exc) from None
-        except self._errors as exc:
-            raise self._error(exc) from None
+            raise EngineError(exc.message) from None
 
     def containers(self, *labels: str) -> list[tuple[str, dict[str, str]]]:
         try:
-            found = self.client.api.containers(all=True, filters={"label": list(labels)})
-        except self._errors as exc:
-            raise self._error(exc) from None
+            found = self._call("GET", "/containers/json", {
+                "all": 1, "filters": json.dumps({"label": list(labels)})})
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
         return [(c["Id"], c.get("Labels") or {}) for c in found]
+
+
+def _remaining(fh: IO[bytes]) -> int:
+    here = fh.tell()
+    end = fh.seek(0, 2)
+    fh.seek(here)
+    return end - here
+
+
+def _frames(answer: engine_http.Response) -> Iterator[bytes]:
+    """The payloads of Docker's multiplexed stream (8-byte header: stream, size) in order,
+    stdout and stderr alike; a broken stream raises EngineError."""
+    buf = bytearray()
+    try:
+        for chunk in answer.chunks():
+            buf += chunk
+            while len(buf) >= 8:
+                size = struct.unpack(">L", buf[4:8])[0]
+                if len(buf) < 8 + size:
+                    break
+                payload = bytes(buf[8:8 + size])
+                del buf[:8 + size]
+                if payload:
+                    yield payload
+    except engine_http.Unreachable as exc:
+        raise EngineError(str(exc), unreachable=True) from None
+    except engine_http.CallTimeout as exc:
+        raise EngineError(str(exc)) from None
 
 
 # Docker's messages when an extracted member collides with the container's filesystem (a file
 # where the archive has a directory, …).
 _EXTRACT_CONFLICTS = ("not a directory", "is a directory", "file exists", "cannot overwrite",
                       "directory not empty", "file name too long")
+# Up to this many tags, presence is asked tag by tag (each answer is small); more, one list.
+_INSPECT_AT_MOST = 4
 # Daemons (by address) found unable to bound a container's writable layer.
 _storage_opt_supported: dict[str, bool] = {}
 _GO_DIR = 1 << 31

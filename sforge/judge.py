@@ -263,9 +263,8 @@ class _JudgeRun:
 
     def _infra(self, what: str, exc: EngineError) -> InfrastructureError:
         daemon = self.engine.daemon
-        if exc.unreachable:
-            return InfrastructureError(f"cannot reach the Docker daemon at {daemon} "
-                                       f"({what} for judge image {self.image}): {exc}")
+        if exc.unreachable:  # the message names the daemon already
+            return InfrastructureError(f"{what} for judge image {self.image}: {exc}")
         return InfrastructureError(f"Docker daemon at {daemon}: {what} failed for judge "
                                    f"image {self.image}: {exc}")
 
