@@ -253,6 +253,14 @@ class RegistryMixin:
             raise _registry_error("pulling", remote, exc) from None
 
 
+def _reference_pattern(tag: str) -> str:
+    """A `reference` filter matching `tag`: <name>.* for sforge's <name>.<kind>.<id> tags
+    (one pattern for a whole benchmark), else the tag's repository itself."""
+    repo = tag.rsplit(":", 1)[0] if ":" in tag.rsplit("/", 1)[-1] else tag
+    head = repo.split(".", 1)[0]
+    return f"{head}.*" if "." in repo and "/" not in repo and head else repo
+
+
 class DockerEngine(RegistryMixin, ContainerEngine):
     def __init__(self, client=None):
         self._client = client
@@ -278,12 +286,16 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             return set()
         if len(wanted) <= _INSPECT_AT_MOST:  # one eval's judge: not the daemon's whole list
             return {t for t in wanted if t in self.image_tags(t)}
-        present = {t for img in self._images() for t in (img.get("RepoTags") or [])}
+        # Only the benchmark's images (one reference pattern for all its tags): the daemon
+        # may hold thousands of others, and listing them doubled a no-op build.
+        present = {t for img in self._images({"filters": json.dumps(
+            {"reference": sorted({_reference_pattern(t) for t in wanted})})})
+            for t in (img.get("RepoTags") or [])}
         return wanted & present
 
-    def _images(self) -> list[dict[str, Any]]:
+    def _images(self, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         try:
-            return list(self._call("GET", "/images/json"))
+            return list(self._call("GET", "/images/json", params))
         except (engine_http.HttpError, EngineError) as exc:
             raise InfrastructureError(f"cannot list images: {exc}") from None
 
