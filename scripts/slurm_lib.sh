@@ -7,16 +7,22 @@
 
 log() { printf '%s: %s\n' "${SLURM_LIB_NAME:-slurm}" "$*" >&2; }
 die() { log "$*"; exit 1; }
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+running() {  # PID: the process exists and is not a zombie (this machine's init reaps late)
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+alive() { [ -s "$1" ] && running "$(cat "$1")"; }
 
 stop_pid() {  # PIDFILE: TERM, up to 5 s, then KILL; the pid file goes
   local f=$1 pid
   [ -s "$f" ] || return 0
   pid=$(cat "$f")
-  if kill -0 "$pid" 2>/dev/null; then
+  if running "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
+    for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
+    if running "$pid"; then
       log "$(basename "$f" .pid) ($pid) ignored TERM, killing"
       kill -KILL "$pid" 2>/dev/null || true
     fi

@@ -45,6 +45,14 @@ cmd="${1:-}"; shift || true
 
 nodes() { [ -s "$STATE/nodes" ] && cat "$STATE/nodes"; }
 
+power_off() {  # NODE: SIGKILL its unshare (which ignores TERM): --kill-child takes the rest
+  local f="$STATE/$1/node.pid"
+  [ -s "$f" ] || return 0
+  kill -KILL "$(cat "$f")" 2>/dev/null || true
+  for _ in $(seq 100); do alive "$f" || break; sleep 0.1; done
+  rm -f "$f" "$STATE/$1/ready"
+}
+
 start_node() {  # the node's namespaces, its dockerd, its slurmd
   local node=$1 i=$2 dir="$STATE/$1"
   mkdir -p "$dir" "$DATA/$node"
@@ -146,7 +154,7 @@ CONF
     rm -f "$CONF.tmp"
   else
     mv "$CONF.tmp" "$CONF"
-    for node in $(nodes); do stop_pid "$STATE/$node/node.pid"; done
+    for node in $(nodes); do power_off "$node"; done
     stop_pid "$STATE/slurmctld.pid"
     mkdir -p "$STATE/ctld"
     log "starting slurmctld (port $CTLD_PORT, config $CONF)"
@@ -172,9 +180,7 @@ env)
 kill)
   node="${1:?usage: slurm_nodes.sh kill NODE}"
   [ -s "$STATE/$node/node.pid" ] || die "no node $node"
-  kill -KILL "$(cat "$STATE/$node/node.pid")" 2>/dev/null || true
-  for _ in $(seq 100); do alive "$STATE/$node/node.pid" || break; sleep 0.1; done
-  rm -f "$STATE/$node/node.pid" "$STATE/$node/ready"
+  power_off "$node"
   log "node $node killed"
   ;;
 start)
@@ -188,7 +194,9 @@ down)
   if alive "$STATE/slurmctld.pid"; then
     timeout 10 scancel --full --quiet --user="$(id -un)" >/dev/null 2>&1 || true
   fi
-  for node in $(nodes); do stop_pid "$STATE/$node/node.pid"; done
+  # everything below is thrown away: no need to wait for a graceful stop
+  for node in $(nodes); do power_off "$node"; done
+  kill -KILL "$(cat "$STATE/slurmctld.pid" 2>/dev/null)" 2>/dev/null || true
   stop_pid "$STATE/slurmctld.pid"
   stop_pid "$STATE/registry.pid"
   stop_pid "$STATE/munge/munged.pid"

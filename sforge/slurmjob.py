@@ -85,7 +85,7 @@ def ended(record: dict) -> str | None:
         return f"{run} was requeued (run {restarts} is over; now {state.lower()})"
     if state not in _ACTIVE:
         return f"{run} is {state.lower() or 'not running'}"
-    where = info.get("BatchHost")
-    if node and where and where != node:
-        return f"{run} runs on {where} now, not on {node}"
+    where = info.get("NodeList", "")
+    if node and where and not any(c in where for c in "[,") and where != node:
+        return f"{run} runs on {where} now, not on {node}"  # (a one-node job)
     return None

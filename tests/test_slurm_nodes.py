@@ -205,9 +205,11 @@ def test_a_node_killed_mid_run_loses_nothing_and_grades_nothing_twice(cluster, m
     assert len(got) == 40 and sorted(got.values()) == sorted(expected.values())
     assert not list(evals.glob("*/history/*")) and not list(evals.glob("*/*.claim"))
 
-    # judge starts per key, from each daemon's events: a result written before the kill is
-    # never judged again; only a judge in flight on the dead node (its claim left behind,
-    # its verdict never written) may have started there and starts once more elsewhere
+    # judge starts per key, from each daemon's events (not `destroy`: a daemon that refuses a
+    # create, e.g. the writable-layer bound the judge asks for first, emits a destroy with no
+    # create): a result written before the kill is never judged again; only a judge in
+    # flight on the dead node (its claim left behind, its verdict never written) may have
+    # started there and starts once more elsewhere
     starts = {node: collections.Counter(e["Actor"]["Attributes"]["sforge.key"] for e in evs
                                         if e["Action"] == "start")
               for node, evs in seen.items()}

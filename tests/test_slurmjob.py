@@ -94,6 +94,13 @@ def test_a_run_slurm_says_is_over_makes_the_claim_stale(tmp_path: Path, scontrol
     assert claims.read_claim(path)["token"] == claim.token
 
 
+def test_a_job_on_several_nodes_keeps_the_claim_of_any_of_them(tmp_path: Path,
+                                                               scontrol) -> None:
+    scontrol(job("RUNNING", 0, "n[0-1]").replace("BatchHost=n[0-1]", "BatchHost=n0"))
+    path, record = claim_from_node(tmp_path)
+    assert claims.stale_reason(path, record) is None
+
+
 def test_a_job_slurm_forgot_is_over(tmp_path: Path, scontrol) -> None:
     scontrol(None, rc=1, err="slurm_load_jobs error: Invalid job id specified")
     path, record = claim_from_node(tmp_path)
