@@ -128,6 +128,12 @@ class ContainerEngine(ABC):
     def daemon(self) -> str:
         """Where the engine is (for messages): a socket path or a URL."""
 
+    @property
+    def shares_files(self) -> bool:
+        """Whether a path of this machine can be bound into the engine's containers (a local
+        daemon); a caller must still cope with a mount that turns out empty."""
+        return False
+
     @abstractmethod
     def create_container(self, spec: ContainerSpec) -> str:
         """Create (not start) a container; → its id. Raises ImageMissing."""
@@ -385,6 +391,10 @@ class DockerEngine(RegistryMixin, ContainerEngine):
     @property
     def daemon(self) -> str:
         return self.http.daemon
+
+    @property
+    def shares_files(self) -> bool:
+        return self.http.socket_path is not None
 
     def _call(self, method: str, path: str, params: dict[str, Any] | None = None,
               body: Any = None, timeout: float | None = 600) -> Any:

@@ -50,6 +50,9 @@ import json
 import logging
 import math
 import os
+import shutil
+import stat
+import tempfile
 import threading
 import time
 from collections import deque
@@ -61,7 +64,15 @@ from typing import Any
 
 from . import __version__, owner
 from .archive import ArchiveError, ArchiveLimits, FilteredArchive, filter_submission
-from .engine import ContainerEngine, ContainerSpec, EngineError, ExtractConflict, ImageMissing
+from .engine import (
+    ContainerEngine,
+    ContainerFile,
+    ContainerSpec,
+    EngineError,
+    ExtractConflict,
+    ImageMissing,
+    Mount,
+)
 from .errors import InfrastructureError
 from .hashing import file_sha256
 from .model import Task
@@ -106,12 +117,26 @@ SETUP_FAILED_EXIT = 222
 # Runs before [judge] cmd ("$1"), after the submission is in place: nothing the image or the
 # submission planted at /opt/sforge (a result.json file, directory or symlink, or /opt/sforge
 # itself as a symlink or file) survives, so only what runs after this can write the result.
-_SETUP = (
+_CLEAR = (
     f'd={RESULT_DIR}; '
     '{ { [ -d "$d" ] && [ ! -L "$d" ]; } || rm -rf "$d"; } '
     '&& rm -rf "$d/result.json" && mkdir -p "$d" && [ ! -e "$d/result.json" ] '
     f'|| {{ echo "sforge: cannot clear $d/result.json" >&2; exit {SETUP_FAILED_EXIT}; }}; '
-    'exec /bin/sh -c "$1"'
+)
+_SETUP = _CLEAR + 'exec /bin/sh -c "$1"'
+# Where a judge's private out directory (a host directory only sforge reads) is mounted.
+OUT_DIR = "/run/sforge-out"
+# The judge variant that hands result.json out through OUT_DIR: after [judge] cmd exits, what
+# sits at RESULT_PATH is described in OUT_DIR/kind (file, symlink, dir, other, none) and, for a
+# regular file, its first MAX_RESULT_BYTES + 1 bytes copied beside it; the judge's exit code is
+# the container's, as with exec. The host reads that instead of asking the engine for the file
+# (an archive round trip); whenever `kind` is missing or odd, it asks the engine after all.
+_SETUP_COPY = _CLEAR + (
+    '/bin/sh -c "$1"; c=$?; f=$d/result.json; o=' + OUT_DIR + '; '
+    'if [ -L "$f" ]; then k=symlink; elif [ -d "$f" ]; then k=dir; '
+    f'elif [ -f "$f" ]; then k=file; head -c {MAX_RESULT_BYTES + 1} "$f" > "$o/result.json" '
+    '|| k=; elif [ -e "$f" ]; then k=other; else k=none; fi; '
+    '[ -n "$k" ] && echo "$k" > "$o/kind"; exit $c'
 )
 
 
@@ -248,8 +273,10 @@ class _JudgeRun:
 
     def __init__(self, engine: ContainerEngine, image: str, task: Task,
                  timeout: float, log_path: Path | None, limits: ContainerLimits | None = None,
-                 key: str = ""):
+                 key: str = "", copy_out: bool = False):
         self.key = key
+        self.copy_out = copy_out and engine.shares_files
+        self.out: Path | None = None  # the private out directory, while the container lives
         self.engine = engine
         self.image = image
         self.task = task
@@ -293,11 +320,15 @@ class _JudgeRun:
 
     def create(self) -> None:
         deadline = time.time() + self.timeout + DEADLINE_GRACE_S
+        setup, mounts = _SETUP, tuple[Mount, ...]()
+        if self.copy_out:
+            self.out = Path(tempfile.mkdtemp(prefix="sforge-out-"))  # 0700: ours alone
+            setup, mounts = _SETUP_COPY, (Mount(str(self.out), OUT_DIR, read_only=False),)
         self.create_spec(self.spec(
-            ("/bin/sh", "-c", _SETUP, "sforge-judge", self.task.judge.cmd),
+            ("/bin/sh", "-c", setup, "sforge-judge", self.task.judge.cmd),
             labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,
                     KEY_LABEL: self.key},
-            writable=self.limits.writable))
+            writable=self.limits.writable, mounts=mounts))
 
     def extract(self, filtered: FilteredArchive) -> str | None:
         """Put the filtered submission into cwd; a collision with the image is a verdict."""
@@ -361,8 +392,10 @@ class _JudgeRun:
     def read_result(self) -> tuple[str | None, dict[str, Any], bool]:
         """→ (problem, fields, present). Reads RESULT_PATH from the exited container."""
         assert self.id is not None
+        known, found = _read_out(self.out) if self.out is not None else (False, None)
         try:
-            found = self.engine.read_file(self.id, RESULT_PATH, MAX_RESULT_BYTES)
+            if not known:
+                found = self.engine.read_file(self.id, RESULT_PATH, MAX_RESULT_BYTES)
         except EngineError as exc:
             raise self._infra("reading result.json", exc) from None
         if found is None:
@@ -403,6 +436,9 @@ class _JudgeRun:
     def remove(self) -> None:
         if self.log is not None:
             self.log.discard()
+        if self.out is not None:
+            shutil.rmtree(self.out, ignore_errors=True)
+            self.out = None
         if self.id is None:
             return
         try:
@@ -411,17 +447,64 @@ class _JudgeRun:
             log.warning("could not remove judge container %s: %s", self.id[:12], exc)
 
 
+def _read_out(out: Path) -> tuple[bool, ContainerFile | None]:
+    """What the judge's setup step left in its out directory → (known, file). Not known
+    (marker missing, unreadable, or anything but the regular files the step writes): the
+    caller asks the engine for result.json instead, so an odd directory never decides."""
+    kind = _read_regular(out / "kind", 16)
+    if kind is None:
+        return False, None
+    name = kind.decode(errors="replace").strip()
+    if name == "none":
+        return True, None
+    if name in ("symlink", "dir", "other"):
+        return True, ContainerFile(name)
+    if name != "file":
+        return False, None
+    data = _read_regular(out / "result.json", MAX_RESULT_BYTES + 1)
+    if data is None:
+        return False, None
+    return True, ContainerFile("too large") if len(data) > MAX_RESULT_BYTES \
+        else ContainerFile("file", data)
+
+
+def _read_regular(path: Path, cap: int) -> bytes | None:
+    """Up to `cap` bytes of a regular file, never through a symlink; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, left = [], cap
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
               limits: ArchiveLimits | None = None, timeout: float | None = None,
               log_path: Path | None = None, key: str | None = None,
               submission: str | None = None,
-              container_limits: ContainerLimits | None = None) -> EvalResult:
+              container_limits: ContainerLimits | None = None,
+              copy_out: bool = True) -> EvalResult:
     """Grade `archive` with the judge `image` of `task`; return the verdict as an EvalResult.
 
     `submission` is the archive's sha256 and `key` the eval key; both are computed when not
     given (the caller usually has them: `eval_key(judge_tag, sha, task.judge_settings())`).
     `timeout` overrides `[judge] timeout_sec`. `log_path` receives the judge's stdout and
-    stderr, followed by a few "[sforge]" lines.
+    stderr, followed by a few "[sforge]" lines. `copy_out`: on a local engine, result.json
+    comes out through a private bind-mounted directory (one archive round trip less; the
+    same verdict, tests/test_judge.py proves it); False: always through the engine's API.
 
     Raises InfrastructureError (Docker trouble, an archive that cannot be opened); every
     other outcome, including archives that are not tar archives, refused archives, timeouts
@@ -429,7 +512,7 @@ def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
     """
     with prepare_judge(engine, image, task, archive, limits=limits, timeout=timeout,
                        log_path=log_path, key=key, submission=submission,
-                       container_limits=container_limits) as prepared:
+                       container_limits=container_limits, copy_out=copy_out) as prepared:
         return prepared.run()
 
 
@@ -475,7 +558,8 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
                   limits: ArchiveLimits | None = None, timeout: float | None = None,
                   log_path: Path | None = None, key: str | None = None,
                   submission: str | None = None,
-                  container_limits: ContainerLimits | None = None) -> PreparedJudge:
+                  container_limits: ContainerLimits | None = None,
+                  copy_out: bool = True) -> PreparedJudge:
     """Filter `archive`, create the judge container and extract the submission into it:
     everything of `run_judge` before the judge starts (same arguments, same errors)."""
     archive = Path(archive)
@@ -511,7 +595,7 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
                 valid=False, reason=filtered.refused, rejected=filtered.rejected,
                 started_at=now, finished_at=now))
         run = _JudgeRun(engine, image, task, wall, log_path,
-                        container_limits or ContainerLimits(), key)
+                        container_limits or ContainerLimits(), key, copy_out)
         try:
             run.create()
             conflict = run.extract(filtered)

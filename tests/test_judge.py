@@ -668,3 +668,74 @@ def test_wrongly_rooted_archive_said_in_the_summary(client, judges, make_archive
     assert r.valid and r.score == 0
     assert "wrongly rooted" in r.summary and "'app/'" in r.summary
     assert r.warnings and r.summary.endswith("original")
+
+
+# -- the two ways result.json comes out give the same verdict ------------------------------------
+class _CountingEngine(DockerEngine):
+    """The real engine, counting how often result.json is read through its archive API."""
+
+    def __init__(self, client):  # type: ignore[no-untyped-def]
+        super().__init__(client)
+        self.archive_reads = 0
+
+    def read_file(self, cid, path, cap):  # type: ignore[no-untyped-def]
+        self.archive_reads += 1
+        return super().read_file(cid, path, cap)
+
+
+def _same_verdict_cases(tmp_path: Path) -> list[tuple[str, str, list[tuple], int]]:
+    """(name, judge, archive entries, archive reads expected with the out directory)."""
+    cases = [(f"forge: {route}", "noresult", entries, 0)
+             for route, entries in FORGE_ROUTES.items()]
+    cases += [(f"echo: {content[:20]!r}", "echo", [reg("result.json", content)], 0)
+              for content in (b'{"valid": true, "score": "abc"}', b"not json", b"",
+                              b'{"valid": false, "score": 3, "summary": "no"}',
+                              b'{"valid": true, "score": 7.5, "details": [1], "metrics": {}}')]
+    cases.append(("echo: no result", "echo", [reg("other.txt")], 0))
+    shapes = ["file", "symlink", "dangling", "dir", "fifo", "big", "cap", "none", "exit3",
+              "forge-out"]
+    cases += [(f"shape: {s}", "shapes", [reg("shape.txt", s.encode())], 0) for s in shapes]
+    cases += [(f"tampered: {s}", "shapes", [reg("shape.txt", s.encode())], 1)
+              for s in ("kind-dir", "kind-link")]
+    cases += [
+        ("inspect: valid", "inspect", [reg("solution.txt", b"42"), d("src"), reg("src/main.c")],
+         0),
+        ("inspect: collision with the image", "inspect", [reg("tests/check.txt/x")], 0),
+        ("inspect: wrongly rooted", "inspect", [d("app"), reg("app/solution.txt", b"9")], 0),
+        ("inspect: hostile", "inspect", [
+            reg("/pwned_abs"), reg("../pwned_dotdot"), sym("esc", "/"), reg("esc/pwned_sym"),
+            hard("hl", "/etc/passwd"), special("fifo", tarfile.FIFOTYPE),
+            reg("solution.txt", b"3")], 0),
+        ("oom", "oom", [], 0),
+    ]
+    return cases
+
+
+@docker_test
+def test_result_read_both_ways_gives_the_same_verdict(client, judges, make_archive,
+                                                     tmp_path: Path) -> None:
+    """Every archive above, and the metadata archive, graded with result.json read from the
+    private out directory and through the engine's archive API: the same EvalResult (timing
+    aside). The out directory is really used, and a tampered one is never believed."""
+    timing = {"started_at", "finished_at", "duration_s", "log"}
+    engine = _CountingEngine(client)
+    assert engine.shares_files
+    cases = _same_verdict_cases(tmp_path)
+    cases_paths = [(name, judge, make_archive(*entries), reads)
+                   for name, judge, entries, reads in cases]
+    cases_paths.append(("metadata", "metadata", _metadata_archive(tmp_path), 0))
+    for name, judge, archive, reads in cases_paths:
+        task, tag = judges[judge]
+        if name in ("inspect: collision with the image", "inspect: hostile"):
+            task = with_rules(task, paths=(".",), exclude=())
+        before = engine.archive_reads
+        fast = run_judge(engine, tag, task, archive, copy_out=True)
+        assert engine.archive_reads - before == reads, name
+        slow = run_judge(engine, tag, task, archive, copy_out=False)
+        assert engine.archive_reads - before == reads + (fast.exit_code is not None
+                                                          and not fast.timed_out), name
+        a, b = fast.to_dict(), slow.to_dict()
+        for key in timing:
+            a.pop(key, None)
+            b.pop(key, None)
+        assert a == b, name
