@@ -303,6 +303,42 @@ def test_kill9_restart_loses_nothing(bench, docker_client):
     assert not own_containers(docker_client, handle.process.pid)
 
 
+def test_restart_without_a_task_answers_its_runs_clearly(tmp_path, docker_client):
+    """A careless operator restarts the service after removing a task that runs were
+    using: their queued submissions get a result that says so (not five retries and a
+    KeyError), their new submissions a 409 naming the task, their history still reads."""
+    import shutil
+
+    name = copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
+    results = tmp_path / "results"
+    handle = start_service(tmp_path / "bench", results, port=0, max_concurrent=1)
+    try:
+        admin = handle.client()
+        _, busy = admin.register_run("quick")
+        low_run, low = admin.register_run("low")
+        ServiceClient(handle.url, busy).submit(tgz({"answer.txt": "1", "sleep.txt": "30"}))
+        while admin.metrics()["running"] < 1:
+            time.sleep(0.1)
+        queued = ServiceClient(handle.url, low).submit(tgz({"answer.txt": "2"}))
+        assert queued["state"] == "queued"
+        handle.kill()
+        shutil.rmtree(tmp_path / "bench" / "tasks" / "low")
+        # room for the slow judge (graded again) and the one whose task is gone
+        handle = start_service(tmp_path / "bench", results, port=0, max_concurrent=2)
+        client = ServiceClient(handle.url, low)
+        done = client.wait(queued["id"], timeout_s=20)
+        assert done["result"]["valid"] is False
+        assert "task low is no longer in benchmark" in done["result"]["reason"]
+        assert done["attempts"] <= 1
+        with pytest.raises(ServiceError) as exc:
+            client.submit(tgz({"answer.txt": "3"}))
+        assert exc.value.status == 409 and "task low is no longer" in str(exc.value)
+        assert client.history()["run"]["run_id"] == low_run
+    finally:
+        handle.stop()
+        remove_images(docker_client, name)
+
+
 def test_daemon_down_stays_queued_until_it_returns(bench, tmp_path):
     """The service reaches Docker through the helper's relay; with the relay down the
     submission stays queued (not invalid), and is graded once the relay is back."""

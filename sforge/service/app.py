@@ -284,7 +284,9 @@ def create_app(service: Service) -> FastAPI:
         if service.draining:
             raise ApiError(503, "the service is shutting down", {"Retry-After": "10"})
         task = service.pipe.bench.tasks.get(run["task"])
-        if task is not None and is_game(task):
+        if task is None:
+            raise ApiError(409, service.gone(run["task"]))
+        if is_game(task):
             raise ApiError(409, f"task {task.id} is a game: it takes no archives (play it "
                                 "with sforge-game)")
         try:

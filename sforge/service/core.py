@@ -16,8 +16,8 @@ from ..config import service_settings
 from ..errors import SforgeError
 from ..pipeline import EvalTarget, Pipeline
 from . import auth
-from .scheduler import Scheduler
-from .state import Limits, State, now_iso
+from .scheduler import Scheduler, Ungradable
+from .state import Conflict, Limits, State, now_iso
 
 log = logging.getLogger("sforge.service")
 SWEEP_EVERY_S = 60.0
@@ -113,6 +113,8 @@ class Service:
 
         run = self.state.run(sub["run_id"]) or {}
         source = run.get("source", "")
+        if sub["task"] not in self.pipe.bench.tasks:
+            raise Ungradable(self.gone(sub["task"]))
         target = self.target(sub["task"], sub["sha256"], Path(sub["archive"]))
         stored = self.stored(target, source)
         if stored is not None:
@@ -151,7 +153,9 @@ class Service:
 
         now = time.time()
         self.state.check(run, final, self.limits, now)  # before touching the store
-        task = self.pipe.bench.tasks[run["task"]]
+        task = self.pipe.bench.tasks.get(run["task"])
+        if task is None:
+            raise Conflict(self.gone(run["task"]))
         from .state import parse_iso
 
         elapsed = round(now - parse_iso(run["started_at"]), 3)
@@ -166,6 +170,10 @@ class Service:
         if stored is None:
             self.scheduler.wake()
         return row
+
+    def gone(self, task_id: str) -> str:
+        return (f"task {task_id} is no longer in benchmark {self.pipe.bench.name} (the "
+                "service was started without it): its runs can submit nothing more")
 
     def register(self, task: str, run_id: str | None, source: str | None,
                  agent: str | None, model: str | None, budget: int | None,

@@ -299,7 +299,9 @@ class GameSessions:
     # the endpoints' work --------------------------------------------------------------
     def new(self, run: dict[str, Any]) -> dict[str, Any]:
         task = self.pipe.bench.tasks.get(run["task"])
-        if task is None or not is_game(task):
+        if task is None:
+            raise GameError(409, self.service.gone(run["task"]))
+        if not is_game(task):
             raise GameError(409, f"task {run['task']} is not a game (no [game] server_cmd): "
                                  "submit archives with sforge-submit")
         if self.stopping.is_set() or self.service.draining:

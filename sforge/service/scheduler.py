@@ -29,6 +29,11 @@ RETRY_MAX_S = 60.0
 MAX_ATTEMPTS = 5
 
 
+class Ungradable(SforgeError):
+    """A submission no attempt can grade (its task left the benchmark): its result says why
+    at once."""
+
+
 class Scheduler:
     def __init__(self, state: State, capacity: float,
                  grade: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
@@ -126,15 +131,19 @@ class Scheduler:
             result, judged = self.grade(sub)
         except InfrastructureError as exc:
             self._retry(sub, exc)
+        except Ungradable as exc:
+            done = self.state.finish(sub["key"], failure(sub, str(exc)), sub["id"])
         except SforgeError as exc:
             if sub["attempts"] + 1 >= MAX_ATTEMPTS:
-                done = self.state.finish(sub["key"], failure(sub, exc), sub["id"])
+                done = self.state.finish(sub["key"], failure(sub, self._gave_up(exc)),
+                                         sub["id"])
             else:
                 self._retry(sub, exc)
         except Exception as exc:  # noqa: BLE001 - a bug must not kill the service
             log.exception("grading submission %s failed", sub["id"])
             if sub["attempts"] + 1 >= MAX_ATTEMPTS:
-                done = self.state.finish(sub["key"], failure(sub, exc), sub["id"])
+                done = self.state.finish(sub["key"], failure(sub, self._gave_up(exc)),
+                                         sub["id"])
             else:
                 self._retry(sub, exc)
         else:
@@ -150,16 +159,20 @@ class Scheduler:
         if done:
             self.on_done(done)
 
+    @staticmethod
+    def _gave_up(exc: Exception) -> str:
+        return f"sforge could not grade it after {MAX_ATTEMPTS} attempts: {exc}"
+
     def _retry(self, sub: dict[str, Any], exc: Exception) -> None:
         delay = min(RETRY_MAX_S, RETRY_MIN_S * 2 ** min(sub["attempts"], 5))
         log.warning("submission %s: %s (retrying in %.0f s)", sub["id"], exc, delay)
         self.state.retry_later(sub["id"], delay, str(exc))
 
 
-def failure(sub: dict[str, Any], exc: Exception) -> dict[str, Any]:
-    """The invalid result of a submission sforge could not grade after several attempts."""
+def failure(sub: dict[str, Any], reason: str) -> dict[str, Any]:
+    """The invalid result of a submission sforge could not grade (kept in the service's
+    state, never in the eval store: it is no verdict of the judge)."""
     return {"task": sub["task"], "submission": sub["sha256"], "key": sub["key"],
             "valid": False, "score": None, "rescaled": None, "summary": "",
-            "reason": f"sforge could not grade it after {MAX_ATTEMPTS} attempts: {exc}",
-            "details": [], "rejected": []}
+            "reason": reason, "details": [], "rejected": []}
 
