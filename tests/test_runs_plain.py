@@ -136,3 +136,21 @@ def test_timeout_grades_the_final_workspace(svcbench, tmp_path, docker_client):
     assert rec["final"]["final"] and rec["final"]["score"] == 2 and rec["best_score"] == 2
     assert rec["elapsed_s"] < 60
     assert not run_containers(docker_client, svcbench, "t1")
+
+
+def test_an_agent_printing_without_end_cannot_fill_the_disk(svcbench, tmp_path):
+    """agent.log is on the host: it keeps the head and the tail of what the agent prints,
+    with a line saying how much was cut between, and the run goes on to its record."""
+    from sforge.runs.runner import AGENT_LOG_HEAD, AGENT_LOG_TAIL
+
+    script = tmp_path / "loud.sh"
+    script.write_text("echo 5 > answer.txt; echo FIRST; head -c 120000000 /dev/zero | "
+                      "tr '\\0' x; echo; echo LAST\n")
+    svcbench.run("run", "--agent", "script", "--script", str(script), "--task", "quick",
+                 "--run-id", "loud", "--timeout", "120", check=True)
+    folder = svcbench.results / svcbench.name / "runs" / "loud" / "quick" / "0"
+    log = (folder / "agent.log").read_bytes()
+    assert len(log) < AGENT_LOG_HEAD + AGENT_LOG_TAIL + 4096
+    assert b"FIRST" in log[:4096] and b"LAST" in log[-4096:]
+    assert b"bytes cut" in log and b"agent exited 0" in log[-200:]
+    assert json.loads((folder / "run.json").read_text())["final"]["score"] == 5

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Protocol
 
 import docker
 import docker.errors
@@ -64,6 +64,14 @@ class WorkSpec:
     # processes + threads: the agent shares the kernel's process table with the host, the
     # service and other runs, so a fork bomb must end at its container (the judge's bound)
     pids_limit: int = ContainerLimits().pids
+
+
+class LogSink(Protocol):
+    """Where the agent's output goes (a file, or the runner's capped log)."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass
@@ -147,7 +155,7 @@ class WorkContainer:
                                       f"({code}): {out.decode(errors='replace')[-500:]}")
         return code, out
 
-    def exec_agent(self, script: str, env: dict[str, str], log: BinaryIO, deadline: float,
+    def exec_agent(self, script: str, env: dict[str, str], log: LogSink, deadline: float,
                    should_stop: Callable[[], bool]) -> ExecResult:
         """Run `script` with /bin/sh in cwd until it exits, the deadline passes, or
         should_stop() says so; its output goes to `log`. On a stop the container is killed."""

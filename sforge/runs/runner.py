@@ -24,7 +24,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..config import games_settings
 from ..errors import SforgeError
@@ -48,6 +48,50 @@ from .spec import RunSpec, run_dir
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
+# agent.log is on the host: what an agent prints past its head is kept only as a tail
+AGENT_LOG_HEAD = 16 << 20
+AGENT_LOG_TAIL = 16 << 20
+
+
+class CappedLog:
+    """The agent's output to agent.log as it comes (people follow it), up to AGENT_LOG_HEAD
+    bytes; past that only the last AGENT_LOG_TAIL bytes are kept, in memory, and written at
+    close after a "… N bytes cut …" line: an agent printing without end cannot fill the
+    host's disk."""
+
+    def __init__(self, fh: BinaryIO):
+        self.fh = fh
+        self.head = 0
+        self.tail = bytearray()
+        self.cut = 0
+
+    def write(self, chunk: bytes) -> None:
+        room = AGENT_LOG_HEAD - self.head
+        if room > 0:
+            self.fh.write(chunk[:room])
+            self.head += min(room, len(chunk))
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > 2 * AGENT_LOG_TAIL:  # trim now and then, not per chunk
+                self._trim()
+
+    def _trim(self) -> None:
+        extra = len(self.tail) - AGENT_LOG_TAIL
+        if extra > 0:
+            self.cut += extra
+            del self.tail[:extra]
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def close(self) -> None:
+        self._trim()
+        if self.cut:
+            self.fh.write(f"\n[sforge] … {self.cut} bytes cut …\n".encode())
+        self.fh.write(bytes(self.tail))
+        self.tail.clear()
+        self.fh.flush()
 
 
 class Interrupted(SforgeError):
@@ -261,28 +305,37 @@ class _Run:
 
     def _agent_loop(self, box: WorkContainer, env: dict[str, str], deadline: float,
                     log_path: Path, record: dict[str, Any]) -> dict[str, Any]:
+        with log_path.open("ab") as raw:
+            log = CappedLog(raw)
+            try:
+                return self._resumed(box, env, deadline, log, record)
+            finally:
+                log.close()
+
+    def _resumed(self, box: WorkContainer, env: dict[str, str], deadline: float,
+                 log: CappedLog, record: dict[str, Any]) -> dict[str, Any]:
+        """The agent's command, then its resume command while it exits early with time left."""
         agent = self.agent
         max_resumes = self.spec.max_resumes if self.spec.max_resumes is not None \
             else agent.max_resumes
         resumes = 0
         script = agent.command
-        with log_path.open("ab") as log:
-            while True:
-                log.write(f"[sforge] {_iso(_now())} starting: "
-                          f"{'resume' if resumes else 'command'}\n".encode())
-                if not resumes:  # job start → container up, bundle in, prompt written
-                    record["startup_s"] = round(time.monotonic() - self.t0, 3)
-                res = box.exec_agent(script, env, log, deadline, self.should_stop)
-                log.write(f"[sforge] {_iso(_now())} agent "
-                          f"{'stopped' if res.exit_code is None else f'exited {res.exit_code}'}"
-                          "\n".encode())
-                if res.exit_code is None:
-                    break
-                if (agent.resume is None or resumes >= max_resumes or self.should_stop()
-                        or time.time() >= deadline - 5):
-                    break
-                resumes += 1
-                script = agent.resume
+        while True:
+            log.write(f"[sforge] {_iso(_now())} starting: "
+                      f"{'resume' if resumes else 'command'}\n".encode())
+            if not resumes:  # job start → container up, bundle in, prompt written
+                record["startup_s"] = round(time.monotonic() - self.t0, 3)
+            res = box.exec_agent(script, env, log, deadline, self.should_stop)
+            log.write(f"[sforge] {_iso(_now())} agent "
+                      f"{'stopped' if res.exit_code is None else f'exited {res.exit_code}'}"
+                      "\n".encode())
+            if res.exit_code is None:
+                break
+            if (agent.resume is None or resumes >= max_resumes or self.should_stop()
+                    or time.time() >= deadline - 5):
+                break
+            resumes += 1
+            script = agent.resume
         return {"exit_code": res.exit_code, "resumes": resumes,
                 "timed_out": res.exit_code is None and self.stop_reason is None}
 
