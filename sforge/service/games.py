@@ -214,6 +214,7 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
     allowance: float = 0.0       # the step-rate bucket
     bucket_ts: float = 0.0
+    ending: bool = False         # being ended (under its lock): steps then get 410
 
 
 class GameSessions:
@@ -419,10 +420,13 @@ class GameSessions:
         # One that finds another in flight is refused at once: waiting, each would hold a
         # service thread (the pool every run's calls share) for as long as the game takes.
         if not sess.lock.acquire(blocking=False):
-            if sess.id not in self.open:
-                raise self._gone(sess.id)
-            raise GameError(409, "another step of this session is still in progress (or "
-                                 "the session is ending): send the next one after its reply")
+            if not sess.ending:
+                raise GameError(409, "another step of this session is still in progress: "
+                                     "send the next one after its reply")
+            # a limit, a close or the run's end is ending it: 410 once its end is recorded
+            if sess.lock.acquire(timeout=30):
+                sess.lock.release()
+            raise self._gone(sess.id)
         try:
             if sess.id not in self.open:
                 raise self._gone(sess.id)
@@ -519,6 +523,7 @@ class GameSessions:
     def _end(self, sess: Session, state: str, why: str, record: bool = True) -> None:
         """Stop the server, read its score, record the session (call with sess.lock).
         It leaves `open` only once its row says how it ended."""
+        sess.ending = True
         grace = 2.0 if state == "finished" else 1.0
         try:
             problem, fields, present, code = sess.server.finish(
