@@ -8,6 +8,7 @@ Progress notes go to stderr through `say`; outcomes are returned.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -419,7 +420,7 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
     # fingerprints are taken before anything is read); only what is missing enters a DAG.
     prints = task_fingerprints(pipe)
     stale = stale_tasks(pipe, prints)
-    paths = sorted({p for _, p in pipe.records(stale)}) if stale else []
+    paths = sorted({p for _, p in pipe.records(stale)}, key=os.fspath) if stale else []
     set_aside_unreadable(pipe, paths)
     pending = [p for p in paths if not p.exists()]
     if pending:

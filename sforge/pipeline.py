@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from .images import ImageRef, base_ref, task_refs
 from .layout import Layout
 from .loader import load_benchmark, load_benchmark_name
 from .model import Benchmark, Task
-from .results import eval_key
+from .results import eval_key, eval_keyer
 from .submissions import Submission, discover
 
 
@@ -162,8 +163,12 @@ class Pipeline:
                 self.archive_hashes.save()
             else:
                 subs = self.submissions()
+            # eval_target's key and eval_path's path, made per task (100,000 records)
+            keyers = {t: eval_keyer(self.refs[t]["judge"].tag,
+                                    self.bench.tasks[t].judge_settings()) for t in wanted}
+            folders = {t: os.fspath(self.layout.eval_result(t, "-").parent) for t in wanted}
             self._records[wanted] = [
-                (s, self.eval_path(self.eval_target(s.task, s.sha256, s.path)))
+                (s, Path(f"{folders[s.task]}/{keyers[s.task](s.sha256)}.json"))
                 for s in subs if s.task in wanted]
         return self._records[wanted]
 

@@ -183,6 +183,16 @@ def submission_tip(row: dict) -> str:
     return "\n".join(lines)
 
 
+def submission_tips(rows: pd.DataFrame) -> list[str]:
+    """submission_tip of every row, column by column (to_dict per row cost more than the
+    drawing)."""
+    cols = [rows[c].tolist() for c in ("source", "name", "score", "rescaled", "elapsed_s",
+                                       "graded_at")]
+    return [submission_tip({"source": s, "name": n, "score": r, "rescaled": x,
+                            "elapsed_s": e, "graded_at": g})
+            for s, n, r, x, e, g in zip(*cols, strict=True)]
+
+
 # --------------------------------------------------------------------------- figures
 def leaderboard_svg(board: pd.DataFrame, colors: dict[str, str]) -> str | None:
     """One bar per source, best first, on a 0–100 axis."""
@@ -297,12 +307,11 @@ def task_time_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]) -> str
                    f'style="fill: none; stroke: {color}; stroke-width: 1.4"/>')
         improved = b.ne(b.shift())
         shown = _sample(part, improved)
-        for rec, yy in zip(shown.to_dict("records"), y_of.loc[shown.index].tolist(),
-                           strict=True):
+        for h, yy, tip in zip(shown["elapsed_s"].tolist(), y_of.loc[shown.index].tolist(),
+                              submission_tips(shown), strict=True):
             yy = 0.0 if yy is None or pd.isna(yy) else yy
-            out.append(_mark(f'circle cx="{_n(x(rec["elapsed_s"] / 3600))}" cy="{_n(y(yy))}" '
-                             f'r="2.6" style="fill: {color}; fill-opacity: 0.6"',
-                             submission_tip(rec)))
+            out.append(_mark(f'circle cx="{_n(x(h / 3600))}" cy="{_n(y(yy))}" '
+                             f'r="2.6" style="fill: {color}; fill-opacity: 0.6"', tip))
         legend.append((_label(source), color))
     items, used = _legend(legend, 202 + 2 * FONT + 30)
     return _svg(WIDTH, 202 + 2 * FONT + 22 + used, out + items)
@@ -353,8 +362,9 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
         shown = _sample(mine)
         jitter = rng.uniform(-0.3, 0.3, len(shown)) * row
         color = colors.get(source, "#333333")
-        for rec, dy in zip(shown.to_dict("records"), jitter.tolist(), strict=True):
-            out.append(_mark(f'circle cx="{_n(x(rec["score"]))}" cy="{_n(cy + dy)}" r="2.4" '
-                             f'style="fill: {color}; fill-opacity: 0.55"', submission_tip(rec)))
+        for score, dy, tip in zip(shown["score"].tolist(), jitter.tolist(),
+                                  submission_tips(shown), strict=True):
+            out.append(_mark(f'circle cx="{_n(x(score))}" cy="{_n(cy + dy)}" r="2.4" '
+                             f'style="fill: {color}; fill-opacity: 0.55"', tip))
         out.append(_text(left - 6, cy + FONT * 0.35, label, "end"))
     return _svg(WIDTH, bottom + 2 * FONT + 20, out)

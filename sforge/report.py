@@ -35,6 +35,7 @@ from urllib.parse import quote
 import jinja2
 import numpy as np
 import pandas as pd
+from markupsafe import Markup, escape
 
 from . import __version__
 from .feedback import Feedback, read_feedback
@@ -146,6 +147,18 @@ class Linker:
     def __init__(self, root: Path, check_logs: bool = True):
         self.layout = Layout(root)
         self.check_logs = check_logs
+        self._names: dict[str, set[str]] = {}  # evals/<task>/ → its file names
+
+    def _has_log(self, task_id: str, key: str) -> bool:
+        """One listing per result folder, not a stat per submission (100,000 of them)."""
+        names = self._names.get(task_id)
+        if names is None:
+            try:
+                names = set(os.listdir(self.layout.eval_log(task_id, key).parent))
+            except OSError:
+                names = set()
+            self._names[task_id] = names
+        return f"{key}.log" in names
 
     @staticmethod
     def page(task_id: str, from_index: bool = True) -> str:
@@ -154,10 +167,10 @@ class Linker:
 
     def result(self, task_id: str, key: str, from_index: bool = True) -> Links:
         prefix = "" if from_index else "../"
-        log = self.layout.eval_log(task_id, key)
         base = f"{prefix}evals/{quote(task_id)}/{quote(key)}"
         return Links(self.page(task_id, from_index), f"{base}.json",
-                     f"{base}.log" if not self.check_logs or log.is_file() else None)
+                     f"{base}.log" if not self.check_logs or self._has_log(task_id, key)
+                     else None)
 
 
 # --------------------------------------------------------------------------- tables
@@ -266,10 +279,13 @@ def _submission_views(rows: pd.DataFrame, colors: dict[str, str], link: Linker
                             na_position="last", kind="stable")
     feedback: dict[str, Feedback] = {}
     out = []
+    tasks = rows["task"].unique()
+    results = link.layout.eval_result(str(tasks[0]), "-").parent if len(tasks) == 1 else None
     for r in rows.to_dict("records"):
         links = link.result(r["task"], r["key"], from_index=False)
         if r["key"] not in feedback:
-            feedback[r["key"]] = read_feedback(link.layout.eval_result(r["task"], r["key"]))
+            feedback[r["key"]] = read_feedback(results / f"{r['key']}.json" if results is not None
+                                               else link.layout.eval_result(r["task"], r["key"]))
         out.append(SubmissionView(
             source=r["source"], color=colors.get(r["source"], ""), name=r["name"],
             sha=r["submission"][:12], key=r["key"], verdict=verdict(r["valid"], r["reason"]),
@@ -281,6 +297,63 @@ def _submission_views(rows: pd.DataFrame, colors: dict[str, str], link: Linker
             agent=_fmt(r["agent"]), model=_fmt(r["model"]), links=links,
             feedback=feedback[r["key"]]))
     return out
+
+
+def submission_html(index: int, s: SubmissionView) -> str:
+    """One submission of a task page (the page's longest part: a task of 500 submissions
+    with their details), written directly rather than through the template's loop, which
+    cost 0.4 ms each; the same markup, escaped by the same function."""
+    e = escape
+    out = [f'<details class="submission" id="sub-{index}">\n<summary><span class="sw" '
+           f'style="background:{e(s.color)}"></span>{e(s.source)} · {e(s.name)} ·\n'
+           f'<span class="{e(s.verdict)}">{e(s.verdict)}</span>\n']
+    if s.score:
+        out.append(f" · raw {e(s.score)}")
+    if s.rescaled:
+        out.append(f" · rescaled {e(s.rescaled)}")
+    if s.hours:
+        out.append(f" · {e(s.hours)} h")
+    out.append('</summary>\n<dl class="facts">\n')
+    if s.summary:
+        out.append(f"<dt>summary</dt><dd>{e(s.summary)}</dd>")
+    if s.reason:
+        out.append(f'<dt>reason</dt><dd class="reason">{e(s.reason)}</dd>')
+    out.append(f"<dt>archive</dt><dd>{e(s.sha)}…</dd>\n")
+    if s.agent or s.model:
+        out.append(f"<dt>agent</dt><dd>{e(s.agent)} {e(s.model)}</dd>")
+    if s.submitted:
+        out.append(f"<dt>submitted</dt><dd>{e(s.submitted)}</dd>")
+    out.append(f'<dt>graded</dt><dd>{e(s.graded)} in {e(s.duration)} s</dd>\n'
+               f'<dt>files</dt><dd><a class="result-json" href="{e(s.links.result)}">'
+               "result JSON</a>")
+    if s.links.log:
+        out.append(f' · <a class="judge-log" href="{e(s.links.log)}">judge log</a>')
+    out.append("</dd>\n</dl>\n")
+    f = s.feedback
+    if f.error:
+        out.append(f'<p class="failed">{e(f.error)}</p>')
+    if f.details:
+        out.append('<div class="scroll"><table class="details">\n<thead><tr><th class="text">'
+                   'test</th><th class="text">status</th><th>score</th>\n<th class="text">'
+                   "message</th></tr></thead>\n<tbody>\n")
+        for d in f.details:
+            score = "" if d.score is None else f"{d.score:.6g}"
+            out.append(f'<tr><td class="text">{e(d.test)}</td><td class="text">{e(d.status)}'
+                       f'</td>\n<td>{score}</td><td class="text long">{e(d.message)}</td>'
+                       "</tr>\n")
+        out.append("</tbody></table></div>\n")
+    if f.metrics:
+        out.append('<div class="scroll"><table class="metrics"><thead><tr><th class="text">'
+                   "metric</th><th>value</th></tr></thead>\n<tbody>")
+        out += [f'<tr><td class="text">{e(k)}</td><td>{e(v)}</td></tr>\n'
+                for k, v in f.metrics.items()]
+        out.append("</tbody></table></div>\n")
+    if f.rejected:
+        out.append('<p class="note">Refused archive members:</p>\n<ul>')
+        out += [f"<li>{e(r['path'])}: {e(r['reason'])}</li>" for r in f.rejected]
+        out.append("</ul>\n")
+    out.append("</details>\n")
+    return "".join(out)
 
 
 def _page_key(bench: Benchmark, task: Task, rows: pd.DataFrame, colors: dict[str, str],
@@ -320,7 +393,9 @@ def render_task_page(env: jinja2.Environment, bench: Benchmark, task: Task,
         n_valid=int(rows["valid"].sum()), best=_best_views(best, colors),
         time_plot=time_plot, dist_plot=dist_plot,
         invalid=_invalid_rows(bad, colors, link, from_index=False),
-        submissions=_submission_views(rows, colors, link), index="../report.html")
+        submissions=Markup("".join(submission_html(i, v) for i, v in enumerate(
+            _submission_views(rows, colors, link), start=1))),
+        index="../report.html")
 
 
 def write_task_pages(env: jinja2.Environment, bench: Benchmark, scores: pd.DataFrame,

@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,10 +104,21 @@ GRADING_CONTRACT = 1
 def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any]) -> str:
     """Same key, same result: judge image, archive bytes, the judge's runtime settings and
     the grading contract."""
-    blob = json.dumps({"contract": GRADING_CONTRACT, "judge": judge_tag,
-                       "submission": submission_sha256, "settings": settings},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return eval_keyer(judge_tag, settings)(submission_sha256)
+
+
+def eval_keyer(judge_tag: str, settings: dict[str, Any]) -> Callable[[str], str]:
+    """eval_key of one judge and its settings, for many archives: the JSON of
+    {"contract", "judge", "settings", "submission"} (sorted keys, so the archive's sha256
+    comes last) is made once up to the sha256 (100,000 keys: seconds → a tenth)."""
+    head = json.dumps({"contract": GRADING_CONTRACT, "judge": judge_tag,
+                       "settings": settings}, sort_keys=True)[:-1] + ', "submission": '
+
+    def key(submission_sha256: str) -> str:
+        blob = f"{head}{json.dumps(submission_sha256)}}}"
+        return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+    return key
 
 
 @dataclass

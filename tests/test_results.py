@@ -84,3 +84,18 @@ def test_unreadable_result_set_aside_with_a_warning(tmp_path: Path, damage: byte
 
 def test_missing_result_is_none(tmp_path: Path) -> None:
     assert load_result(tmp_path / "nope.json") is None
+
+
+def test_eval_keyer_makes_eval_keys_byte_for_byte():
+    """The per-task key maker composes the very JSON eval_key always hashed."""
+    import hashlib
+    import json
+
+    from sforge.results import GRADING_CONTRACT, eval_key, eval_keyer
+
+    settings = {"cmd": 'sh "run"', "paths": ["."], "timeout_sec": 60, "cwd": "/wörk"}
+    for tag, sha in [("b.judge.t:0123456789ab", "f" * 64), ("x", 'quote"d')]:
+        whole = json.dumps({"contract": GRADING_CONTRACT, "judge": tag, "submission": sha,
+                            "settings": settings}, sort_keys=True)
+        assert eval_keyer(tag, settings)(sha) == eval_key(tag, sha, settings) == \
+            hashlib.sha256(whole.encode()).hexdigest()[:20]
