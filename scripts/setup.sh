@@ -47,6 +47,10 @@ if ! .venv/bin/python -c "import sforge, pytest" >/dev/null 2>&1 || [ pyproject.
   .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
   touch .venv/.installed
 fi
+# Bytecode of the package, as a wheel install has it: an editable install writes none while
+# PYTHONDONTWRITEBYTECODE is set, and every command would then compile sforge from source.
+# (A stale file is only ever recompiled in memory: harmless.)
+.venv/bin/python -m compileall -q sforge >/dev/null
 # The SLURM executor of profiles/slurm (a regular install: Snakemake finds executor
 # plugins among installed top-level packages)
 if [ -d profiles/slurm/plugin ] && { ! .venv/bin/python -c "import snakemake_executor_plugin_sforge_slurm" >/dev/null 2>&1 \
