@@ -14,16 +14,19 @@ import functools
 import io
 import json
 import logging
+import os
 import socket
 import struct
 import tarfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from . import engine_http
 from .errors import BuildFailed, InfrastructureError, SforgeError
+from .owner import process_start
 
 log = logging.getLogger(__name__)
 
@@ -416,7 +419,7 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             raise EngineError(str(exc)) from None
 
     def create_container(self, spec: ContainerSpec) -> str:
-        writable = spec.writable if _storage_opt_supported.get(self.daemon, True) else None
+        writable = spec.writable if self._storage_opt_supported() else None
         body: dict[str, Any] = {
             "Image": spec.image, "Entrypoint": list(spec.command), "Cmd": None,
             "WorkingDir": spec.cwd, "Env": [f"{k}={v}" for k, v in spec.env.items()],
@@ -445,13 +448,55 @@ class DockerEngine(RegistryMixin, ContainerEngine):
                                        f"{self.daemon}") from None
                 text = exc.message.lower().replace(" ", "-")
                 if writable and ("storage-opt" in text or "storageopt" in text):
-                    _storage_opt_supported[self.daemon] = False  # said once per daemon
+                    self._storage_opt_unsupported()  # said once per daemon
                     log.info("the Docker daemon at %s cannot bound a container's writable "
                              "layer (%s); containers run without that bound", self.daemon,
                              exc.message)
                     writable = None
                     continue
                 raise EngineError(exc.message) from None
+
+    def _storage_opt_supported(self) -> bool:
+        """False once this daemon refused to bound a writable layer: in this process, and for
+        a local daemon in every later one while the same dockerd process runs (a new daemon,
+        perhaps on other storage, is asked again)."""
+        if self.daemon in _storage_opt_refused:
+            return False
+        instance = self._instance
+        if instance is not None and instance in _refusing_daemons():
+            _storage_opt_refused.add(self.daemon)
+            return False
+        return True
+
+    def _storage_opt_unsupported(self) -> None:
+        _storage_opt_refused.add(self.daemon)
+        instance = self._instance
+        if instance is not None and instance not in _refusing_daemons():
+            from .fileio import atomic_write_text
+
+            known = [*_refusing_daemons(), instance][-16:]
+            with contextlib.suppress(OSError):  # unwritable: asked again next time
+                _DAEMONS_FILE().parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_text(_DAEMONS_FILE(), json.dumps(known))
+
+    @functools.cached_property
+    def _instance(self) -> str | None:
+        """Which dockerd process answers on a local socket (socket, pid, start time), or None
+        (a TCP daemon, or one whose process this machine cannot see)."""
+        path = self.http.socket_path
+        if path is None:
+            return None
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(5)
+                sock.connect(path)
+                creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                        struct.calcsize("3i"))
+        except OSError:
+            return None
+        pid = struct.unpack("3i", creds)[0]
+        start = process_start(pid) if pid > 0 else None
+        return f"{path} {pid} {start}" if start else None
 
     def put_archive(self, cid: str, path: str, data: bytes | IO[bytes]) -> None:
         def put(where: str, payload: bytes | IO[bytes]) -> None:
@@ -622,8 +667,22 @@ _EXTRACT_CONFLICTS = ("not a directory", "is a directory", "file exists", "canno
                       "directory not empty", "file name too long")
 # Up to this many tags, presence is asked tag by tag (each answer is small); more, one list.
 _INSPECT_AT_MOST = 4
-# Daemons (by address) found unable to bound a container's writable layer.
-_storage_opt_supported: dict[str, bool] = {}
+# Daemons (by address) found unable to bound a container's writable layer, in this process.
+_storage_opt_refused: set[str] = set()
+
+
+def _DAEMONS_FILE() -> Path:  # noqa: N802 (a constant that follows XDG_CACHE_HOME)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sforge" / "storage-opt-refused.json"
+
+
+def _refusing_daemons() -> list[str]:
+    """Local dockerd processes (socket, pid, start time) that refused a writable bound."""
+    try:
+        data = json.loads(_DAEMONS_FILE().read_text())
+    except (OSError, ValueError):
+        return []
+    return [d for d in data if isinstance(d, str)] if isinstance(data, list) else []
 _GO_DIR = 1 << 31
 _GO_SYMLINK = 1 << 27
 
