@@ -14,18 +14,17 @@ import functools
 import io
 import json
 import logging
-import os
 import socket
 import struct
 import tarfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, Any
 
 from . import engine_http
 from .errors import BuildFailed, InfrastructureError, SforgeError
+from .fileio import read_strings, remember_string, user_cache
 from .owner import process_start
 
 log = logging.getLogger(__name__)
@@ -463,21 +462,15 @@ class DockerEngine(RegistryMixin, ContainerEngine):
         if self.daemon in _storage_opt_refused:
             return False
         instance = self._instance
-        if instance is not None and instance in _refusing_daemons():
+        if instance is not None and instance in read_strings(user_cache(_REFUSING_DAEMONS)):
             _storage_opt_refused.add(self.daemon)
             return False
         return True
 
     def _storage_opt_unsupported(self) -> None:
         _storage_opt_refused.add(self.daemon)
-        instance = self._instance
-        if instance is not None and instance not in _refusing_daemons():
-            from .fileio import atomic_write_text
-
-            known = [*_refusing_daemons(), instance][-16:]
-            with contextlib.suppress(OSError):  # unwritable: asked again next time
-                _DAEMONS_FILE().parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(_DAEMONS_FILE(), json.dumps(known))
+        if self._instance is not None:  # unwritable: asked again next time
+            remember_string(user_cache(_REFUSING_DAEMONS), self._instance, 16)
 
     @functools.cached_property
     def _instance(self) -> str | None:
@@ -669,20 +662,8 @@ _EXTRACT_CONFLICTS = ("not a directory", "is a directory", "file exists", "canno
 _INSPECT_AT_MOST = 4
 # Daemons (by address) found unable to bound a container's writable layer, in this process.
 _storage_opt_refused: set[str] = set()
-
-
-def _DAEMONS_FILE() -> Path:  # noqa: N802 (a constant that follows XDG_CACHE_HOME)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sforge" / "storage-opt-refused.json"
-
-
-def _refusing_daemons() -> list[str]:
-    """Local dockerd processes (socket, pid, start time) that refused a writable bound."""
-    try:
-        data = json.loads(_DAEMONS_FILE().read_text())
-    except (OSError, ValueError):
-        return []
-    return [d for d in data if isinstance(d, str)] if isinstance(data, list) else []
+# Local dockerd processes (socket, pid, start time) that refused a writable bound.
+_REFUSING_DAEMONS = "storage-opt-refused.json"
 _GO_DIR = 1 << 31
 _GO_SYMLINK = 1 << 27
 

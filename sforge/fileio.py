@@ -7,6 +7,7 @@ lets read them. (`tempfile.mkstemp` would make every product 0600 whatever the u
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -51,3 +52,28 @@ def atomic_write_json(path: Path, data: Any) -> None:
 def read_json(path: Path) -> Any:
     with path.open("rb") as fh:
         return json.load(fh)
+
+
+def user_cache(name: str) -> Path:
+    """A file of sforge's own in the user's cache directory (XDG_CACHE_HOME, else ~/.cache):
+    memories that only ever save time (checks that passed, daemons' answers)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sforge" / name
+
+
+def read_strings(path: Path) -> list[str]:
+    """The JSON list of strings at `path`; [] when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [d for d in data if isinstance(d, str)] if isinstance(data, list) else []
+
+
+def remember_string(path: Path, item: str, keep: int) -> None:
+    """Add `item` (as the newest) to the list at `path`, keeping the `keep` newest; an
+    unwritable place is ignored (the memory is only ever a shortcut)."""
+    known = [k for k in read_strings(path) if k != item]
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps([*known, item][-keep:]))

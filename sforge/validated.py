@@ -9,27 +9,22 @@ everything is checked again.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from .fileio import read_strings, remember_string, user_cache
 
 KEEP = 128  # digests remembered (the newest)
 
 
 def _file() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sforge" / "validated.json"
+    return user_cache("validated.json")
 
 
 def _known() -> list[str]:
-    try:
-        data = json.loads(_file().read_text())
-    except (OSError, ValueError):
-        return []
-    return [d for d in data if isinstance(d, str)] if isinstance(data, list) else []
+    return read_strings(_file())
 
 
 def digest(schema_text: str, document: Any) -> str | None:
@@ -46,10 +41,5 @@ def seen(key: str | None) -> bool:
 
 
 def remember(key: str | None) -> None:
-    if key is None:
-        return
-    from .fileio import atomic_write_text
-
-    known = [k for k in _known() if k != key]
-    with contextlib.suppress(OSError):  # a read-only home: checked every time, as before
-        atomic_write_text(_file(), json.dumps([*known, key][-KEEP:]))
+    if key is not None:  # a read-only home: checked every time, as before
+        remember_string(_file(), key, KEEP)
