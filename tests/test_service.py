@@ -179,6 +179,34 @@ def test_budget_cooldown_and_final(svc):
     assert [s["round"] for s in slow.history()["submissions"]] == [1]
 
 
+def test_concurrent_submissions_cannot_pass_the_budget(svc, bench):
+    """Forty submissions of one run at once, budget 3: three accepted, the rest 429, and
+    only the accepted archives are stored (a refused one must not reach the tables)."""
+    import threading
+
+    _, root, name, _ = bench
+    run_id, token = svc.client().register_run("quick", f"race{uuid.uuid4().hex[:6]}",
+                                              budget=3)
+    answers: list[int] = []
+
+    def submit(i: int) -> None:
+        try:
+            ServiceClient(svc.url, token, retry_503=False).submit(
+                tgz({"answer.txt": str(i)}))
+            answers.append(200)
+        except ServiceError as exc:
+            answers.append(exc.status)
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sorted(answers) == [200] * 3 + [429] * 37
+    store = root / "results" / name / "submissions" / f"run-{run_id}" / "quick"
+    assert len(list(store.glob("*.tar.gz"))) == 3
+
+
 def test_the_agent_cannot_make_the_final_submission(svc):
     """The final submission spends no budget or cooldown, and there is one per run: were a
     run token enough for it, the agent could buy a submission past its budget and take the

@@ -49,6 +49,8 @@ class Service:
         self.waiters: dict[int, list[asyncio.Event]] = {}
         self._ready: set[str] = set()
         self._prepare_lock = threading.Lock()
+        self._run_locks: dict[str, threading.Lock] = {}
+        self._run_locks_lock = threading.Lock()
         self._stopped = threading.Event()
 
     # life ---------------------------------------------------------------------------
@@ -149,6 +151,14 @@ class Service:
     def submit(self, run: dict[str, Any], upload: BinaryIO, final: bool) -> dict[str, Any]:
         """Store the archive (content-addressed, with its sidecar, where `sforge report`
         finds it) and queue it, or answer it from the eval store at once."""
+        # One submission of a run at a time (they run in threads): a budget, cooldown or
+        # final refusal then always comes before the archive is stored, never after it.
+        with self._run_locks_lock:
+            lock = self._run_locks.setdefault(run["run_id"], threading.Lock())
+        with lock:
+            return self._submit(run, upload, final)
+
+    def _submit(self, run: dict[str, Any], upload: BinaryIO, final: bool) -> dict[str, Any]:
         from ..submissions import store_archive
 
         now = time.time()
