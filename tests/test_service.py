@@ -207,6 +207,33 @@ def test_concurrent_submissions_cannot_pass_the_budget(svc, bench):
     assert len(list(store.glob("*.tar.gz"))) == 3
 
 
+def test_a_run_cannot_fill_the_disk_with_archives(bench, tmp_path):
+    """With no budget, a run's stored archives are still bounded (service.max_run_bytes):
+    past it a 429 (reason storage) before anything is stored; the final workspace still
+    goes in."""
+    bench_dir, root, name, _ = bench
+    config = tmp_path / "config.yaml"
+    config.write_text("service:\n  max_run_bytes: 600\n")
+    handle = start_service(bench_dir, tmp_path / "results", port=0, config=config)
+    try:
+        reg = handle.client().register(task="quick")
+        agent = ServiceClient(handle.url, reg["token"])
+        big = tgz({"answer.txt": "1", "notes.md": os.urandom(150).hex()})  # > 300 bytes
+        assert len(big) > 300
+        agent.submit(big)
+        with pytest.raises(ServiceError) as exc:
+            agent.submit(tgz({"answer.txt": "2", "notes.md": os.urandom(150).hex()}))
+        assert exc.value.status == 429 and exc.value.reason == "storage"
+        assert "max_run_bytes" in str(exc.value)
+        store = tmp_path / "results" / name / "submissions" / f"run-{reg['run_id']}" / "quick"
+        assert len(list(store.glob("*.tar.gz"))) == 1
+        final = ServiceClient(handle.url, reg["final_token"]).submit(
+            tgz({"answer.txt": "3"}), final=True)
+        assert final["final"]
+    finally:
+        handle.stop()
+
+
 def test_the_agent_cannot_make_the_final_submission(svc):
     """The final submission spends no budget or cooldown, and there is one per run: were a
     run token enough for it, the agent could buy a submission past its budget and take the

@@ -37,7 +37,9 @@ class Service:
         if max_pending is not None:
             self.settings["max_pending"] = max_pending
         self.capacity = float(self.settings["max_concurrent"] or os.cpu_count() or 1)
-        self.limits = Limits(max_pending=int(self.settings["max_pending"]))
+        run_bytes = self.settings.get("max_run_bytes")
+        self.limits = Limits(max_pending=int(self.settings["max_pending"]),
+                             max_run_bytes=None if run_bytes is None else int(run_bytes))
         self.dir = service_dir(pipe)
         self.admin_token = admin_token or auth.admin_token(self.dir / "admin.token")
         self.state = State(self.dir / "state.sqlite")
@@ -162,7 +164,9 @@ class Service:
         from ..submissions import store_archive
 
         now = time.time()
-        self.state.check(run, final, self.limits, now)  # before touching the store
+        size = upload.seek(0, os.SEEK_END)
+        upload.seek(0)
+        self.state.check(run, final, self.limits, now, size)  # before touching the store
         task = self.pipe.bench.tasks.get(run["task"])
         if task is None:
             raise Conflict(self.gone(run["task"]))
@@ -176,7 +180,7 @@ class Service:
         stored = self.stored(target, run["source"])
         row = self.state.accept(run["run_id"], sha256=sub.sha256, archive=str(sub.path),
                                 key=target.key, cpus=float(task.judge.cpus), final=final,
-                                limits=self.limits, now=now, result=stored)
+                                limits=self.limits, now=now, result=stored, size=size)
         if stored is None:
             self.scheduler.wake()
         return row

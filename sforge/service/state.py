@@ -37,8 +37,9 @@ CREATE TABLE IF NOT EXISTS runs (
     state       TEXT NOT NULL DEFAULT 'active',   -- active | ended | cancelled
     ended_at    TEXT,
     token_hash  TEXT UNIQUE,        -- sha256 of the run token; NULL once revoked
-    -- final_hash (added below): sha256 of sforge's final token, the only one that may
-    -- make the run's final submission; NULL once revoked
+    -- added below: final_hash, sha256 of sforge's final token, the only one that may
+    -- make the run's final submission (NULL once revoked); stored_bytes, the bytes of its
+    -- non-final archives accepted
     used        INTEGER NOT NULL DEFAULT 0,       -- non-final submissions accepted
     rounds      INTEGER NOT NULL DEFAULT 0,       -- submissions accepted (the last round)
     last_ts     REAL                -- when the last non-final submission was accepted
@@ -95,6 +96,7 @@ class Conflict(Exception):
 @dataclass(frozen=True)
 class Limits:
     max_pending: int
+    max_run_bytes: int | None = None   # a run's non-final archives, in all
 
 
 def now_iso(ts: float | None = None) -> str:
@@ -126,8 +128,10 @@ class State:
         self.db.execute("PRAGMA foreign_keys=ON")
         self.db.executescript(SCHEMA)
         columns = {r[1] for r in self.db.execute("PRAGMA table_info(runs)")}
-        if "final_hash" not in columns:  # a database made before final tokens
-            self.db.execute("ALTER TABLE runs ADD COLUMN final_hash TEXT")
+        for column, ddl in (("final_hash", "TEXT"),  # a database made before these
+                            ("stored_bytes", "INTEGER NOT NULL DEFAULT 0")):
+            if column not in columns:
+                self.db.execute(f"ALTER TABLE runs ADD COLUMN {column} {ddl}")
         self.db.execute("CREATE UNIQUE INDEX IF NOT EXISTS runs_final ON runs (final_hash)")
 
     def close(self) -> None:
@@ -207,13 +211,14 @@ class State:
 
     # submissions --------------------------------------------------------------------
     def check(self, run: dict[str, Any], final: bool, limits: Limits,
-              now: float) -> None:
-        """Raise Refused, Conflict or Busy when this run may not submit now."""
+              now: float, size: int = 0) -> None:
+        """Raise Refused, Conflict or Busy when this run may not submit now (an archive of
+        `size` bytes)."""
         with self.lock:
-            self._check(self.db, run["run_id"], final, limits, now)
+            self._check(self.db, run["run_id"], final, limits, now, size)
 
     def _check(self, db: sqlite3.Connection, run_id: str, final: bool, limits: Limits,
-               now: float) -> sqlite3.Row:
+               now: float, size: int = 0) -> sqlite3.Row:
         run = db.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if run is None or run["state"] != "active":
             raise Conflict(f"run {run_id} is {run['state'] if run else 'unknown'}")
@@ -230,6 +235,12 @@ class State:
                 if wait > 0:
                     raise Refused("cooldown", f"cooldown: {run['cooldown_s']:g} s between "
                                               f"submissions; wait {wait:.1f} s", wait)
+            if limits.max_run_bytes is not None and \
+                    run["stored_bytes"] + size > limits.max_run_bytes:
+                raise Refused("storage", f"the run's archives would pass "
+                                         f"{limits.max_run_bytes} bytes stored "
+                                         f"(service.max_run_bytes; {run['stored_bytes']} so "
+                                         "far): no more submissions")
         queued = db.execute("SELECT count(*) FROM submissions WHERE state = 'queued'"
                             ).fetchone()[0]
         if queued >= limits.max_pending:
@@ -238,15 +249,16 @@ class State:
 
     def accept(self, run_id: str, *, sha256: str, archive: str, key: str, cpus: float,
                final: bool, limits: Limits, now: float,
-               result: dict[str, Any] | None) -> dict[str, Any]:
+               result: dict[str, Any] | None, size: int = 0) -> dict[str, Any]:
         """Checks and insert in one transaction: a refusal spends no budget, cooldown or
         round. `result` (already graded under this key) answers it at once."""
         with self._tx() as db:
-            run = self._check(db, run_id, final, limits, now)
+            run = self._check(db, run_id, final, limits, now, size)
             rnd = run["rounds"] + 1
             db.execute("UPDATE runs SET rounds = ?, used = used + ?, "
+                       "stored_bytes = stored_bytes + ?, "
                        "last_ts = CASE WHEN ? THEN last_ts ELSE ? END WHERE run_id = ?",
-                       (rnd, 0 if final else 1, final, now, run_id))
+                       (rnd, 0 if final else 1, 0 if final else size, final, now, run_id))
             cur = db.execute(
                 "INSERT INTO submissions (run_id, round, task, sha256, archive, key, cpus, "
                 "final, submitted_at, elapsed_s, state, from_store, result, finished_at) "
