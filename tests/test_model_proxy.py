@@ -194,3 +194,19 @@ def test_a_stream_event_with_unicode_line_separators_is_kept():
             f"event: message_delta\r\ndata: {json.dumps(stop)}\r\n\r\n").encode()
     kept, events = _decode_body(body, "text/event-stream")
     assert kept == [delta, stop] and events == kept
+
+
+def test_the_transcript_is_bounded(tmp_path, model):
+    """Every call is recorded, but bodies only while the transcript is under its cap: an
+    agent sending huge requests cannot fill the host's disk through it."""
+    host, route, client, caps = _proxy(tmp_path, model, transcript_max_bytes=1500)
+    try:
+        for _ in range(4):
+            assert _ask(client, stream=False).status_code == 200
+    finally:
+        host.stop()
+    text = (tmp_path / "transcript.jsonl").read_text()
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert len(lines) == 4 and all(x["usage"]["output_tokens"] for x in lines)
+    assert "request" in lines[0] and "omitted" in lines[-1]["bodies"]
+    assert len(text) < 1500 + 3 * 1024

@@ -32,6 +32,8 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
 from ..errors import SforgeError
 
+TRANSCRIPT_MAX_BYTES = 1 << 30
+
 # Connections one run may hold open to the judge service at once through its relay: the
 # service is shared by every run, so one agent opening thousands (and sending nothing)
 # must not take its file descriptors. One more is answered 503 (clients retry) and closed.
@@ -131,6 +133,9 @@ class ModelRoute:
     max_tokens: int | None = None
     max_cost: float | None = None
     transcript: Path | None = None
+    # bodies are kept while the transcript is under this; past it, each call's line only
+    # (time, path, status, usage): huge requests cannot fill the host's disk through it
+    transcript_max_bytes: int = TRANSCRIPT_MAX_BYTES
     on_cap: Callable[[str], None] = lambda reason: None
     usage: Usage = field(default_factory=Usage)
 
@@ -311,12 +316,17 @@ class HostSockets:
             route.add(call)
         if route.transcript is not None:
             req_ct = request.headers.get("Content-Type", "")
-            entry = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"),
-                     "method": request.method, "path": request.path_qs, "status": status,
-                     "seconds": round(time.monotonic() - started, 3),
-                     "request": _decode_body(body, req_ct)[0], "response": kept, "usage": call}
+            entry: dict[str, Any] = {
+                "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "method": request.method, "path": request.path_qs, "status": status,
+                "seconds": round(time.monotonic() - started, 3), "usage": call}
             if error:
                 entry["error"] = error
             with route.transcript.open("a") as fh:
-                fh.write(json.dumps(entry) + "\n")
+                line = json.dumps({**entry, "request": _decode_body(body, req_ct)[0],
+                                   "response": kept})
+                if fh.tell() + len(line) >= route.transcript_max_bytes:
+                    line = json.dumps({**entry, "bodies": "omitted: the transcript is at its "
+                                       f"cap of {route.transcript_max_bytes} bytes"})
+                fh.write(line + "\n")
         return resp
