@@ -154,6 +154,7 @@ def test_auth_and_isolation(svc):
     assert runs[run_a]["state"] == "ended" and runs[run_b]["state"] == "active"
     export = admin.export(run_a)
     assert export["submissions"][0]["result"]["score"] == 3.0
+    assert export["submissions"][0]["archive"].endswith(".tar.gz")
     assert "token" not in json.dumps(export["run"])
 
 

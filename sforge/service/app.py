@@ -129,8 +129,11 @@ def create_app(service: Service) -> FastAPI:
                if k not in ("archive", "not_before", "cpus")}
         return out
 
-    def history_of(run: dict[str, Any]) -> dict[str, Any]:
-        subs = [public(s) for s in service.state.history(run["run_id"])]
+    def history_of(run: dict[str, Any], archives: bool = False) -> dict[str, Any]:
+        """`archives`: each submission with its stored archive's path (the admin's export);
+        one read of the history, so a submission arriving meanwhile cannot skew it."""
+        subs = [dict(public(s), archive=s["archive"]) if archives else public(s)
+                for s in service.state.history(run["run_id"])]
         task = service.pipe.bench.tasks.get(run["task"])
         run = dict(run, direction=task.score.direction if task else None)
         if task is not None and is_game(task):
@@ -205,11 +208,7 @@ def create_app(service: Service) -> FastAPI:
         run = service.state.run(run_id)
         if run is None:
             raise ApiError(404, f"no run {run_id!r}")
-        data = history_of(run)
-        data["submissions"] = [dict(s, archive=full["archive"]) for s, full in
-                               zip(data["submissions"], service.state.history(run_id),
-                                   strict=True)]
-        return JSONResponse(data, headers={
+        return JSONResponse(history_of(run, archives=True), headers={
             "Content-Disposition": f'attachment; filename="run-{run_id}.json"'})
 
     @app.post("/v1/runs/{run_id}/end", tags=["runs"])
