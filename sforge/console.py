@@ -59,7 +59,7 @@ class JobProgress(logging.Handler):
         self.stream = stream or sys.stderr
         self.jobs: dict[int, tuple[str, dict[str, str]]] = {}
         self.done = self.total = 0
-        self.judged = self.invalid = self.failed = 0
+        self.judged = self.invalid = self.failed_count = 0
         self.failures: list[str] = []
         self.started = time.monotonic()
         self._progress: Any = None
@@ -107,8 +107,8 @@ class JobProgress(logging.Handler):
         counts = [f"{self.judged} judged"] if self.judged else []
         if self.invalid:
             counts.append(f"{self.invalid} invalid")
-        if self.failed:
-            counts.append(f"{self.failed} FAILED")
+        if self.failed_count:
+            counts.append(f"{self.failed_count} FAILED")
         self._progress.update(self._task, completed=self.done, total=self.total or None,
                               rate=f"{self.done / elapsed:.2f}/s",
                               counts=", ".join(counts))
@@ -127,25 +127,34 @@ class JobProgress(logging.Handler):
                                        dict(getattr(record, "wildcards", None) or {}))
         elif event == JOB_FINISHED:
             rule, wildcards = self.jobs.pop(record.job_id, ("", {}))  # type: ignore[attr-defined]
-            self.judged += rule == "evaluate"
-            verdict = self.describe(rule, wildcards)
-            if verdict is not None:
-                self.invalid += verdict.invalid
-                if self.verbose:
-                    self.print(verdict.line)
+            self.finished(rule, wildcards)
         elif event == JOB_ERROR:
-            self.failed += 1
             rule = getattr(record, "rule_name", "?")
-            wildcards = dict(self.jobs.pop(getattr(record, "jobid", -1), (rule, {}))[1])
-            verdict = self.describe(rule, {**wildcards, "failed": "yes"})
-            line = verdict.line if verdict is not None else \
-                f"FAILED {rule} " + " ".join(f"{k}={v}" for k, v in wildcards.items())
-            self.failures.append(line)
-            self.print(line)
+            self.failed(rule, dict(self.jobs.pop(getattr(record, "jobid", -1), (rule, {}))[1]))
         elif event == PROGRESS:
-            self.done, self.total = int(record.done), int(record.total)  # type: ignore[attr-defined]
-        else:
-            return
+            self.progress(int(record.done), int(record.total))  # type: ignore[attr-defined]
+
+    # what happened (from Snakemake's events, or called directly by a local batch) ------
+    def progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
+        self._refresh()
+
+    def finished(self, rule: str, wildcards: dict[str, str]) -> None:
+        self.judged += rule == "evaluate"
+        verdict = self.describe(rule, wildcards)
+        if verdict is not None:
+            self.invalid += verdict.invalid
+            if self.verbose:
+                self.print(verdict.line)
+        self._refresh()
+
+    def failed(self, rule: str, wildcards: dict[str, str]) -> None:
+        self.failed_count += 1
+        verdict = self.describe(rule, {**wildcards, "failed": "yes"})
+        line = verdict.line if verdict is not None else \
+            f"FAILED {rule} " + " ".join(f"{k}={v}" for k, v in wildcards.items())
+        self.failures.append(line)
+        self.print(line)
         self._refresh()
 
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .clock import now_iso
 from .errors import SforgeError
@@ -31,6 +31,9 @@ from .planner import (
     presence,
     verify_sentinels,
 )
+
+if TYPE_CHECKING:
+    from .submissions import Submission
 
 
 def say(message: str) -> None:
@@ -178,28 +181,10 @@ class BuildOutcome:
 def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bool,
                  ex: Execution) -> BuildOutcome:
     from .build import push_image, read_sentinel
-    from .targets import engine, make_image_target
+    from .targets import engine
 
     refs = pipe.images(ids)
-    found = presence(pipe, refs)
-    drop_stale_sentinels(pipe, refs, found)
-    decisions = plan_images(pipe, refs, found, force)
-    if force:
-        for ref in refs:
-            pipe.sentinel(ref).unlink(missing_ok=True)
-    todo = [d.ref for d in decisions if d.action != "none"]
-    for d in decisions:  # already under its tag: the rule's own function, no DAG needed
-        if d.action == "record":
-            make_image_target(pipe, pipe.sentinel(d.ref), push=push, found=found)
-    pending = [r for r in todo if not pipe.sentinel(r).exists()]
-    if pending:
-        say(f"{len(pending)} of {len(refs)} image(s) to build")
-        if not ex.profile and all(pipe.sentinel(d).exists()
-                                  for r in pending for d in r.deps):
-            build_independent(pipe, pending, ex.jobs, force=force, push=push)
-        else:  # images that wait on others, or a cluster: the DAG schedules them
-            run_workflow(pipe.config, [pipe.sentinel(r) for r in pending], ex,
-                         force=force, push=push)
+    todo = make_images(pipe, refs, ex, force=force, push=push)
     failed = [r for r in todo if not pipe.sentinel(r).exists()]
     out = BuildOutcome(refs, todo, failed)
     records = [read_sentinel(pipe.sentinel(r)) or {} for r in out.made]
@@ -208,6 +193,36 @@ def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bo
     if push and not failed:  # and whatever the registry still lacks
         out.pushed += sum(push_image(pipe, engine(), r) for r in refs)
     return out
+
+
+def make_images(pipe: Pipeline, refs: list[ImageRef], ex: Execution, *, force: bool = False,
+                push: bool = False, quiet: bool = False) -> list[ImageRef]:
+    """Make the sentinels of `refs` (build, grade and eval all come here): stale sentinels
+    dropped, images already under their tag only recorded (the rule's own function, no DAG),
+    the rest built. → the refs that needed making; their sentinels exist when made."""
+    from .targets import make_image_target
+
+    found = presence(pipe, refs)
+    drop_stale_sentinels(pipe, refs, found)
+    decisions = plan_images(pipe, refs, found, force)
+    if force:
+        for ref in refs:
+            pipe.sentinel(ref).unlink(missing_ok=True)
+    todo = [d.ref for d in decisions if d.action != "none"]
+    for d in decisions:
+        if d.action == "record":
+            make_image_target(pipe, pipe.sentinel(d.ref), push=push, found=found)
+    pending = [r for r in todo if not pipe.sentinel(r).exists()]
+    if pending:
+        if not quiet:
+            say(f"{len(pending)} of {len(refs)} image(s) to build")
+        if not ex.profile and all(pipe.sentinel(d).exists()
+                                  for r in pending for d in r.deps):
+            build_independent(pipe, pending, ex.jobs, force=force, push=push)
+        else:  # images that wait on others, or a cluster: the DAG schedules them
+            run_workflow(pipe.config, [pipe.sentinel(r) for r in pending], ex, quiet=quiet,
+                         force=force, push=push)
+    return todo
 
 
 def build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int, *, force: bool,
@@ -281,18 +296,9 @@ def ensure_judge(pipe: Pipeline, task_id: str, ex: Execution) -> None:
     """Make the judge image's sentinel (building base and judge first when needed). Images
     already present are only recorded: a first eval into a new results directory (a CI job,
     a new user) starts no Snakemake."""
-    from .targets import make_image_target
-
     refs = pipe.images([task_id], kinds=("base", "judge"))
-    found = presence(pipe, refs)
-    drop_stale_sentinels(pipe, refs, found)
-    for d in plan_images(pipe, refs, found):  # the rule's own function, no DAG needed
-        if d.action == "record":
-            make_image_target(pipe, pipe.sentinel(d.ref), found=found)
-    if all(pipe.sentinel(r).exists() for r in refs):
-        return
-    if not run_workflow(pipe.config, [pipe.sentinel(r) for r in refs], ex, quiet=True) or \
-            not all(pipe.sentinel(r).exists() for r in refs):
+    make_images(pipe, refs, ex, quiet=True)
+    if not all(pipe.sentinel(r).exists() for r in refs):
         raise SforgeError(f"cannot build the judge image of {task_id} "
                           f"(see: sforge build --task {task_id})")
 
@@ -397,17 +403,7 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
     """Grade what has no result (or an unreadable one); `again` names tasks whose results
     are graded anew."""
     regrade(pipe, again)
-    records = pipe.records(ids)
-    paths = sorted({p for _, p in records})
-    set_aside_unreadable(pipe, paths)
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        say(f"{len(missing)} of {len(paths)} result(s) to grade")
-        prepare_images(pipe, ids)
-        with grading_progress(pipe, "grade", ex) as progress:
-            run_workflow(pipe.config, missing, ex, progress=progress)
-    still = [p for p in missing if not p.exists()]
-    return GradeOutcome(len(records), len(paths), len(missing), len(still))
+    return grade_missing(pipe, ids, ex, "grade")
 
 
 def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
@@ -417,24 +413,78 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
 
     regrade(pipe, again)
     # Only the tasks whose folders changed since the last report are looked at (their
-    # fingerprints are taken before anything is read); only what is missing enters a DAG.
+    # fingerprints are taken before anything is read); only what is missing is graded.
     prints = task_fingerprints(pipe)
     stale = stale_tasks(pipe, prints)
-    paths = sorted({p for _, p in pipe.records(stale)}, key=os.fspath) if stale else []
-    set_aside_unreadable(pipe, paths)
-    pending = [p for p in paths if not p.exists()]
-    if pending:
-        say(f"{len(pending)} result(s) to grade first")
-        prepare_images(pipe, None)
-        with grading_progress(pipe, "report", ex) as progress:
-            run_workflow(pipe.config, pending, ex, progress=progress)
-        failed = [p for p in pending if not p.exists()]
-        if failed:
-            say(f"{len(failed)} result(s) could not be graded; tables not updated")
+    if stale:
+        out = grade_missing(pipe, stale, ex, "report")
+        if out.failed:
+            say(f"{out.failed} result(s) could not be graded; tables not updated")
             return False
-        prints.update(task_fingerprints(pipe, stale))
+        if out.missing:
+            prints.update(task_fingerprints(pipe, stale))
     update_report_target(pipe, prints)
     return True
+
+
+def grade_missing(pipe: Pipeline, ids: list[str] | None, ex: Execution,
+                  title: str) -> GradeOutcome:
+    """What `grade` and `report` both do (after setting aside the results to grade anew):
+    set aside the results of the tasks `ids` that cannot be read, then grade every result
+    file their submissions need and lack. Up-to-date results are only stat'ed; a
+    `--profile` run grades through Snakemake (cluster jobs), a local one in process
+    (sforge.batch)."""
+    records = pipe.records(ids)
+    paths = sorted({p for _, p in records}, key=os.fspath)
+    set_aside_unreadable(pipe, paths)
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        say(f"{len(missing)} of {len(paths)} result(s) to grade")
+        with grading_progress(pipe, title, ex) as progress:
+            if ex.profile:
+                prepare_images(pipe, ids)
+                run_workflow(pipe.config, missing, ex, progress=progress)
+            else:
+                grade_locally(pipe, records, set(missing), ex, progress)
+    still = [p for p in missing if not p.exists()]
+    return GradeOutcome(len(records), len(paths), len(missing), len(still))
+
+
+def grade_locally(pipe: Pipeline, records: list[tuple[Submission, Path]], missing: set[Path],
+                  ex: Execution, progress: Any) -> None:
+    """Grade the result files `missing` of `records` on this machine: their judge images
+    made first (recorded, or built), then the evals in process, `ex.jobs` cores at a time.
+    Identical archives share a result file: the first by path is the one judged."""
+    from .batch import describe_error, grade_batch
+
+    by_path: dict[Path, EvalTarget] = {}
+    for sub, path in sorted(records, key=lambda r: str(r[0].path)):
+        if path in missing and path not in by_path:
+            by_path[path] = pipe.eval_target(sub.task, sub.sha256, sub.path)
+    targets = [by_path[p] for p in sorted(by_path)]
+    tasks = sorted({t.task for t in targets})
+    make_images(pipe, pipe.images(tasks, kinds=("base", "judge")), ex)
+    ready = {t for t in tasks if pipe.sentinel(pipe.refs[t]["judge"]).exists()}
+    total = len(targets)
+    done = 0
+
+    def report(target: EvalTarget, error: BaseException | None) -> None:
+        nonlocal done
+        done += 1
+        wildcards = {"task": target.task, "key": target.key}
+        if error is None:
+            progress.finished("evaluate", wildcards)
+        else:
+            progress.print(describe_error(target, error))
+            progress.failed("evaluate", wildcards)
+        progress.progress(done, total)
+
+    progress.progress(0, total)
+    for target in targets:
+        if target.task not in ready:
+            report(target, SforgeError(f"no judge image (see: sforge build --task "
+                                       f"{target.task})"))
+    grade_batch(pipe, [t for t in targets if t.task in ready], ex.jobs, report)
 
 
 # check --repeat ------------------------------------------------------------------------

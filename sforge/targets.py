@@ -17,7 +17,9 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .build import ensure_local, make_image
 from .engine import DockerEngine, RegistryError
@@ -27,6 +29,9 @@ from .pipeline import EvalTarget, Pipeline
 from .planner import Presence
 from .results import EvalResult
 from .units import memory_mb
+
+if TYPE_CHECKING:
+    from .judge import PreparedJudge
 
 
 @functools.cache
@@ -163,6 +168,26 @@ def judge_runtime_min(pipe: Pipeline, task_id: str) -> int:
     return math.ceil(pipe.bench.tasks[task_id].judge.timeout_sec / 60) + 5
 
 
+_stopping = threading.Event()
+
+
+class GradingStopped(InfrastructureError):
+    """This process is stopping (Ctrl-C): a judge it stopped leaves no result."""
+
+
+def stop_grading() -> list[str]:
+    """Stop every judge this process runs (Ctrl-C of a batch): from now on no verdict is
+    written, then their containers are removed. The process is about to exit. → ids removed."""
+    _stopping.set()
+    from .owner import remove_own
+
+    try:
+        return remove_own(engine())
+    except InfrastructureError as exc:  # the next command's sweep removes them
+        warn(str(exc))
+        return []
+
+
 def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     """The result of one eval key: the stored one, else the judge's, written atomically.
 
@@ -172,38 +197,94 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     result (or takes the claim over when its holder died or overran). An unreadable stored
     result is set aside into history/ and graded again. Returning normally always means the
     result file exists, so Snakemake never sees this job fail because another won the race.
+
+    It is its two halves in a row: a batch (sforge.batch) runs `prepare_grade` of the next
+    eval while the current one is in `finish_grade`.
     """
-    from .claims import holding
-    from .grading import archive_limits, container_limits
-    from .judge import DEADLINE_GRACE_S, run_judge
+    return finish_grade(pipe, prepare_grade(pipe, target))
+
+
+@dataclass
+class PendingGrade:
+    """One eval key on its way to a result: the result already stored, or its judge
+    container created with the submission in it, not started (made at `made_at`)."""
+
+    target: EvalTarget
+    stored: EvalResult | None = None
+    judge: PreparedJudge | None = None
+    made_at: float = 0.0
+
+    def close(self) -> None:
+        """Remove a prepared container that will not run."""
+        if self.judge is not None:
+            judge, self.judge = self.judge, None
+            judge.close()
+
+
+def prepare_grade(pipe: Pipeline, target: EvalTarget) -> PendingGrade:
+    """The first half of `grade`: the stored result if there is one (nothing else done);
+    else the archive checked against the plan, the judge image present on this node, and
+    the judge container created and filled. No claim is taken yet: that is `finish_grade`'s,
+    so a container prepared for a key another process grades meanwhile is only removed."""
     from .results import load_result
 
-    task = target.spec
-    out = pipe.eval_path(target)
-    stored = load_result(out)
+    stored = load_result(pipe.eval_path(target))
     if stored is not None:
-        return stored
+        return PendingGrade(target, stored=stored)
     actual = pipe.archive_hashes.sha256(target.archive)
     if actual != target.sha256:
         raise SforgeError(f"{target.archive} changed since planning (sha256 {actual}); "
                           "run again")
     sweep_orphans()
     ensure_judge_image(pipe, target.judge)
-    eng = engine()
+    return PendingGrade(target, judge=_prepare_judge(pipe, target), made_at=time.monotonic())
+
+
+def _prepare_judge(pipe: Pipeline, target: EvalTarget) -> PreparedJudge:
+    from .grading import archive_limits, container_limits
+    from .judge import prepare_judge
+
+    # The target's key and sha256 are handed down: the judge neither hashes the archive
+    # again nor has its result fields patched afterwards.
+    return prepare_judge(engine(), target.judge.tag, target.spec, target.archive,
+                         limits=archive_limits(pipe.config),
+                         log_path=pipe.layout.eval_log(target.task, target.key),
+                         key=target.key, submission=target.sha256,
+                         container_limits=container_limits(pipe.config))
+
+
+def finish_grade(pipe: Pipeline, pending: PendingGrade) -> EvalResult:
+    """The second half of `grade`: under the key's claim, run the prepared judge and write
+    its result atomically; the container is removed whatever happens."""
+    from .claims import holding
+    from .judge import DEADLINE_GRACE_S
+    from .results import load_result
+
+    if pending.stored is not None:
+        return pending.stored
+    target, task = pending.target, pending.target.spec
+    out = pipe.eval_path(target)
     ttl = task.judge.timeout_sec + DEADLINE_GRACE_S
-    with holding(pipe.layout.eval_claim(task.id, target.key), ttl, lambda: load_result(out),
-                 what=f"{task.id} {target.archive}") as (claim, other):
-        if claim is None:
-            assert other is not None
-            return other  # graded meanwhile by another process
-        log = pipe.layout.eval_log(task.id, target.key)
-        # The target's key and sha256 are handed down: the judge neither hashes the archive
-        # again nor has its result fields patched afterwards.
-        result = run_judge(eng, target.judge.tag, task, target.archive,
-                           limits=archive_limits(pipe.config), log_path=log, key=target.key,
-                           submission=target.sha256,
-                           container_limits=container_limits(pipe.config))
-        return result.write(out)
+    # A prepared container older than this is made afresh before it runs: its deadline
+    # label (wall clock + grace from its creation) must still cover the whole run, or a
+    # sweep by another sforge process would take it for abandoned.
+    max_age = DEADLINE_GRACE_S / 2
+    try:
+        with holding(pipe.layout.eval_claim(task.id, target.key), ttl,
+                     lambda: load_result(out), what=f"{task.id} {target.archive}"
+                     ) as (claim, other):
+            if claim is None:
+                assert other is not None
+                return other  # graded meanwhile by another process
+            if pending.judge is None or time.monotonic() - pending.made_at > max_age:
+                pending.close()
+                pending.judge = _prepare_judge(pipe, target)
+            result = pending.judge.run()
+            if _stopping.is_set():  # stopped by Ctrl-C: what it saw is no verdict
+                raise GradingStopped(f"{task.id} {target.archive}: stopped, not graded")
+            return result.write(out)
+    finally:
+        pending.close()
 
 
 def grade_target(pipe: Pipeline, output: Path | str, log: str | Path | None = None

@@ -56,7 +56,8 @@ def settings() -> dict[str, Any]:
     return data
 
 
-def _memory_mb() -> int:
+def machine_memory_mb() -> int:
+    """The mem_mb a local run may hand out: the machine's memory."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
 
 
@@ -96,7 +97,7 @@ def _run_api(job: Run) -> bool:
             # docker_builds: the Snakefile sets it from config (one setting for every path)
             wf = api.workflow(
                 resource_settings=ResourceSettings(cores=job.cores,
-                                                   resources={"mem_mb": _memory_mb()}),
+                                                   resources={"mem_mb": machine_memory_mb()}),
                 config_settings=ConfigSettings(config=job.config),
                 storage_settings=StorageSettings(),
                 snakefile=SNAKEFILE,
