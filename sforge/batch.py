@@ -53,9 +53,11 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
     (error None: its result is written). Failures are reported and the batch goes on.
 
     Container lifecycles overlap: while judges run, a preparing thread creates the next
-    evals' containers and extracts their submissions (`targets.prepare_grade`), so a judge
-    that ends is followed at once by one ready to start (`targets.finish_grade`).
-    Raises KeyboardInterrupt after stopping the running judges."""
+    evals' containers and extracts their submissions (`targets.prepare_grade`), and a
+    judge's cores are free again the moment it stops, while its result is still being read
+    and its container removed (`targets.finish_grade`'s on_exit): so a judge that ends is
+    followed at once by one ready to start. Raises KeyboardInterrupt after stopping the
+    running judges."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     from .targets import PendingGrade, finish_grade, prepare_grade, stop_grading
@@ -65,17 +67,30 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
     free = [cores, mem_mb]
     waiting = list(targets)
     running: dict[str, threading.Thread] = {}
+    holding: dict[str, Need] = {}  # cores and memory of the judges not stopped yet
     ready: dict[str, Future[PendingGrade]] = {}  # prepared ahead, in plan order
-    finished: queue.SimpleQueue[tuple[EvalTarget, BaseException | None]] = queue.SimpleQueue()
+    # (target, stopped: its judge stopped, result still to come | done, error or None)
+    events: queue.SimpleQueue[tuple[EvalTarget, bool, BaseException | None]] = \
+        queue.SimpleQueue()
     preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sforge-prepare")
 
     def work(target: EvalTarget, pending: Future[PendingGrade]) -> None:
         try:
-            finish_grade(pipe, pending.result())
+            finish_grade(pipe, pending.result(),
+                         on_exit=lambda: events.put((target, True, None)))
         except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
-            finished.put((target, exc))
+            events.put((target, False, exc))
         else:
-            finished.put((target, None))
+            events.put((target, False, None))
+
+    def prepare(target: EvalTarget) -> Future[PendingGrade]:
+        return preparer.submit(prepare_grade, pipe, target, True)
+
+    def release(target: EvalTarget) -> None:
+        need = holding.pop(target.key, None)
+        if need is not None:
+            free[0] += need.cores
+            free[1] += need.mem_mb
 
     def start_what_fits() -> None:
         i = 0
@@ -87,7 +102,8 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
             target = waiting.pop(i)
             free[0] -= need.cores
             free[1] -= need.mem_mb
-            pending = ready.pop(target.key, None) or preparer.submit(prepare_grade, pipe, target)
+            holding[target.key] = need
+            pending = ready.pop(target.key, None) or prepare(target)
             # daemon: a stopped batch does not wait for a judge thread blocked on the daemon
             thread = threading.Thread(target=work, args=(target, pending), daemon=True,
                                       name=f"sforge-judge-{target.key[:8]}")
@@ -96,22 +112,21 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
         # as many containers ready as judges could start next (each judge takes a core)
         for target in waiting[:cores]:
             if target.key not in ready:
-                ready[target.key] = preparer.submit(prepare_grade, pipe, target)
+                ready[target.key] = prepare(target)
 
     try:
         while waiting or running:
             start_what_fits()
             try:
-                target, error = finished.get(timeout=0.5)  # a short wait keeps Ctrl-C live
+                target, stopped, error = events.get(timeout=0.5)  # short: Ctrl-C stays live
             except queue.Empty:
                 continue
-            running.pop(target.key).join()
-            need = judge_need(pipe, target, cores, mem_mb)
-            free[0] += need.cores
-            free[1] += need.mem_mb
-            report(target, error)
+            release(target)
+            if not stopped:
+                running.pop(target.key).join()
+                report(target, error)
     except KeyboardInterrupt:
-        n = len(running)
+        n = len(holding)  # judges not stopped yet
         if n:
             print(f"sforge: stopping {n} running judge(s); they are graded on the next run",
                   file=sys.stderr, flush=True)

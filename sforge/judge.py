@@ -532,13 +532,16 @@ class PreparedJudge:
         self._rejected = rejected
         self.verdict = verdict  # set when no container needs to run
 
-    def run(self) -> EvalResult:
+    def run(self, on_exit: Callable[[], None] | None = None) -> EvalResult:
+        """`on_exit()` is called as soon as the judge has stopped (exited, or killed at its
+        wall clock), before its result is read and its container removed: a batch starts
+        the next judge then."""
         if self.verdict is not None:
             return self.verdict
         assert self._run is not None, "a prepared judge runs once"
         run, self._run = self._run, None
         try:
-            return _finish(run, self._rejected, self._result)
+            return _finish(run, self._rejected, self._result, on_exit)
         finally:
             run.remove()
 
@@ -614,9 +617,12 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
         return PreparedJudge(run, result, filtered.rejected)
 
 
-def _finish(run: _JudgeRun, rejected: list, result: Callable[..., EvalResult]) -> EvalResult:
+def _finish(run: _JudgeRun, rejected: list, result: Callable[..., EvalResult],
+            on_exit: Callable[[], None] | None = None) -> EvalResult:
     """Start the prepared container, wait, and turn what it leaves into the verdict."""
     timed_out, duration, started_at, finished_at = run.run()
+    if on_exit is not None:
+        on_exit()
     common = {"rejected": rejected, "duration_s": round(duration, 3),
               "started_at": started_at, "finished_at": finished_at}
     if timed_out:

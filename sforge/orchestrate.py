@@ -389,11 +389,11 @@ def set_aside_unreadable(pipe: Pipeline, paths: list[Path]) -> None:
     """Result files that exist but cannot be read are moved to history/ (with a warning), so
     they count as missing and are graded again. Parsed through the scores cache: `report`
     reuses what this read, and a file unchanged since is only stat'ed."""
-    from .results import set_aside
-    from .scores.cache import _cache_path, read_results
-
     present = [str(p) for p in paths if p.exists()]
-    if present:
+    if present:  # (sforge.scores imports pandas: not when nothing is there to read)
+        from .results import set_aside
+        from .scores.cache import _cache_path, read_results
+
         read_results(present, _cache_path(pipe.layout.scores), prune=False,
                      on_unreadable=lambda path, why: set_aside(Path(path), why))
 

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +31,7 @@ from .results import EvalResult
 from .units import memory_mb
 
 if TYPE_CHECKING:
+    from .claims import Claim
     from .judge import PreparedJudge
 
 
@@ -198,37 +199,53 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     result is set aside into history/ and graded again. Returning normally always means the
     result file exists, so Snakemake never sees this job fail because another won the race.
 
-    It is its two halves in a row: a batch (sforge.batch) runs `prepare_grade` of the next
-    eval while the current one is in `finish_grade`.
+    It is its two halves in a row. A batch (sforge.batch) runs `prepare_grade(ahead=True)`
+    of the next evals while the current judge is in `finish_grade`.
     """
     return finish_grade(pipe, prepare_grade(pipe, target))
 
 
 @dataclass
 class PendingGrade:
-    """One eval key on its way to a result: the result already stored, or its judge
-    container created with the submission in it, not started (made at `made_at`)."""
+    """One eval key on its way to a result: the result already stored; or, prepared
+    ahead, the key's claim and its judge container with the submission in it, not started
+    (made at `made_at`); or neither (the claim is taken when it is finished)."""
 
     target: EvalTarget
     stored: EvalResult | None = None
+    claim: Claim | None = None
     judge: PreparedJudge | None = None
     made_at: float = 0.0
 
     def close(self) -> None:
-        """Remove a prepared container that will not run."""
+        """Remove a prepared container that will not run, and release the claim."""
+        from .claims import release
+
         if self.judge is not None:
             judge, self.judge = self.judge, None
             judge.close()
+        if self.claim is not None:
+            claim, self.claim = self.claim, None
+            release(claim)
 
 
-def prepare_grade(pipe: Pipeline, target: EvalTarget) -> PendingGrade:
+def _ttl(target: EvalTarget) -> float:
+    from .judge import DEADLINE_GRACE_S
+
+    return target.spec.judge.timeout_sec + DEADLINE_GRACE_S
+
+
+def prepare_grade(pipe: Pipeline, target: EvalTarget, ahead: bool = False) -> PendingGrade:
     """The first half of `grade`: the stored result if there is one (nothing else done);
-    else the archive checked against the plan, the judge image present on this node, and
-    the judge container created and filled. No claim is taken yet: that is `finish_grade`'s,
-    so a container prepared for a key another process grades meanwhile is only removed."""
+    else the archive checked against the plan and the judge image present on this node.
+    `ahead`: also claim the key, if nobody holds it, and create its judge container with
+    the submission extracted, so that `finish_grade` only starts it. A key claimed by
+    another process gets no container: `finish_grade` waits for that result."""
+    from .claims import try_claim
     from .results import load_result
 
-    stored = load_result(pipe.eval_path(target))
+    out = pipe.eval_path(target)
+    stored = load_result(out)
     if stored is not None:
         return PendingGrade(target, stored=stored)
     actual = pipe.archive_hashes.sha256(target.archive)
@@ -237,7 +254,22 @@ def prepare_grade(pipe: Pipeline, target: EvalTarget) -> PendingGrade:
                           "run again")
     sweep_orphans()
     ensure_judge_image(pipe, target.judge)
-    return PendingGrade(target, judge=_prepare_judge(pipe, target), made_at=time.monotonic())
+    pending = PendingGrade(target)
+    if ahead:
+        pending.claim = try_claim(pipe.layout.eval_claim(target.task, target.key),
+                                  _ttl(target), f"{target.task} {target.archive}")
+    if pending.claim is not None:
+        try:
+            pending.stored = load_result(out)  # written between our look and our claim
+            if pending.stored is None:
+                pending.judge = _prepare_judge(pipe, target)
+                pending.made_at = time.monotonic()
+        except BaseException:
+            pending.close()
+            raise
+        if pending.stored is not None:
+            pending.close()
+    return pending
 
 
 def _prepare_judge(pipe: Pipeline, target: EvalTarget) -> PreparedJudge:
@@ -253,9 +285,13 @@ def _prepare_judge(pipe: Pipeline, target: EvalTarget) -> PreparedJudge:
                          container_limits=container_limits(pipe.config))
 
 
-def finish_grade(pipe: Pipeline, pending: PendingGrade) -> EvalResult:
-    """The second half of `grade`: under the key's claim, run the prepared judge and write
-    its result atomically; the container is removed whatever happens."""
+def finish_grade(pipe: Pipeline, pending: PendingGrade,
+                 on_exit: Callable[[], None] | None = None) -> EvalResult:
+    """The second half of `grade`: under the key's claim (held since `prepare_grade`, or
+    taken now, or waited for while another process holds it), run the judge and write its
+    result atomically; container removed and claim released whatever happens. `on_exit()`
+    is called once the judge has stopped, before its result is read (not at all when no
+    judge runs here: a stored result, another process's, an error)."""
     from .claims import holding
     from .judge import DEADLINE_GRACE_S
     from .results import load_result
@@ -264,27 +300,37 @@ def finish_grade(pipe: Pipeline, pending: PendingGrade) -> EvalResult:
         return pending.stored
     target, task = pending.target, pending.target.spec
     out = pipe.eval_path(target)
-    ttl = task.judge.timeout_sec + DEADLINE_GRACE_S
-    # A prepared container older than this is made afresh before it runs: its deadline
-    # label (wall clock + grace from its creation) must still cover the whole run, or a
-    # sweep by another sforge process would take it for abandoned.
-    max_age = DEADLINE_GRACE_S / 2
     try:
-        with holding(pipe.layout.eval_claim(task.id, target.key), ttl,
+        # Claimed and prepared ahead, but waited longer than this: both are made afresh.
+        # The claim's deadline and the container's deadline label (wall clock + grace from
+        # when they were made) must still cover the whole run, or another sforge process
+        # would take them for abandoned.
+        if pending.claim is not None and time.monotonic() - pending.made_at > \
+                DEADLINE_GRACE_S / 2:
+            pending.close()
+        if pending.claim is not None:
+            return _judge(pipe, pending, out, on_exit)
+        with holding(pipe.layout.eval_claim(task.id, target.key), _ttl(target),
                      lambda: load_result(out), what=f"{task.id} {target.archive}"
                      ) as (claim, other):
             if claim is None:
                 assert other is not None
                 return other  # graded meanwhile by another process
-            if pending.judge is None or time.monotonic() - pending.made_at > max_age:
-                pending.close()
-                pending.judge = _prepare_judge(pipe, target)
-            result = pending.judge.run()
-            if _stopping.is_set():  # stopped by Ctrl-C: what it saw is no verdict
-                raise GradingStopped(f"{task.id} {target.archive}: stopped, not graded")
-            return result.write(out)
+            pending.judge = _prepare_judge(pipe, target)
+            return _judge(pipe, pending, out, on_exit)
     finally:
         pending.close()
+
+
+def _judge(pipe: Pipeline, pending: PendingGrade, out: Path,
+           on_exit: Callable[[], None] | None) -> EvalResult:
+    """Run the prepared judge (the key claimed) and write its verdict."""
+    assert pending.judge is not None
+    result = pending.judge.run(on_exit)
+    if _stopping.is_set():  # stopped by Ctrl-C: what it saw is no verdict
+        raise GradingStopped(f"{pending.target.task} {pending.target.archive}: stopped, "
+                             "not graded")
+    return result.write(out)
 
 
 def grade_target(pipe: Pipeline, output: Path | str, log: str | Path | None = None

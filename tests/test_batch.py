@@ -37,19 +37,21 @@ def _targets(tmp_path: Path, cpus: dict[str, int], n: int) -> tuple[Pipeline, li
 
 
 class Recorder:
-    def __init__(self, jobs: int, fail: str = ""):
+    def __init__(self, jobs: int, fail: str = "", reading_s: float = 0.0):
         self.jobs = jobs
+        self.reading_s = reading_s
         self.lock = threading.Lock()
         self.cores = self.most = self.running = self.most_running = 0
         self.events: list[tuple[str, str]] = []
         self.fail = fail
 
-    def prepare(self, pipe, target):  # type: ignore[no-untyped-def]
+    def prepare(self, pipe, target, ahead=False):  # type: ignore[no-untyped-def]
+        assert ahead
         with self.lock:
             self.events.append(("prepare", target.key))
         return targets.PendingGrade(target)
 
-    def finish(self, pipe, pending):  # type: ignore[no-untyped-def]
+    def finish(self, pipe, pending, on_exit=None):  # type: ignore[no-untyped-def]
         need = min(targets.judge_threads(pipe, pending.target.task), self.jobs)
         with self.lock:
             self.cores += need
@@ -58,12 +60,19 @@ class Recorder:
             self.most_running = max(self.most_running, self.running)
             self.events.append(("start", pending.target.key))
         time.sleep(0.05)
+        if pending.target.task == self.fail:  # before the judge stopped: holds its cores
+            with self.lock:
+                self.cores -= need
+                self.running -= 1
+            raise InfrastructureError("the daemon went away")
         with self.lock:
             self.cores -= need
             self.running -= 1
+            self.events.append(("stop", pending.target.key))
+        on_exit()
+        time.sleep(self.reading_s)  # the result read and written, the container removed
+        with self.lock:
             self.events.append(("end", pending.target.key))
-        if pending.target.task == self.fail:
-            raise InfrastructureError("the daemon went away")
 
 
 @pytest.mark.parametrize("cpus,jobs,together", [({"alpha": 1}, 2, 2), ({"alpha": 2}, 2, 1),
@@ -89,7 +98,7 @@ def test_judges_are_packed_by_cores_as_the_rule_declares(tmp_path, monkeypatch, 
 def test_next_eval_is_prepared_before_the_current_ends_and_failures_go_on(tmp_path,
                                                                           monkeypatch):
     pipe, batch = _targets(tmp_path, {"alpha": 1, "beta": 1}, 3)
-    rec = Recorder(1, fail="alpha")
+    rec = Recorder(1, fail="alpha", reading_s=0.3)
     monkeypatch.setattr(targets, "prepare_grade", rec.prepare)
     monkeypatch.setattr(targets, "finish_grade", rec.finish)
     reported: dict[str, object] = {}
@@ -98,9 +107,12 @@ def test_next_eval_is_prepared_before_the_current_ends_and_failures_go_on(tmp_pa
     failed = [k for k, e in reported.items() if isinstance(e, InfrastructureError)]
     assert sorted(failed) == sorted(t.key for t in batch if t.task == "alpha")
     order = rec.events
-    for before, after in zip(batch, batch[1:], strict=False):
-        assert order.index(("prepare", after.key)) < order.index(("end", before.key))
-        assert order.index(("start", after.key)) > order.index(("end", before.key))
+    for before, after in zip(batch[3:], batch[4:], strict=False):  # beta's judges
+        # prepared while the one before ran; started once it stopped, while its result
+        # was still being read
+        assert order.index(("prepare", after.key)) < order.index(("stop", before.key))
+        assert order.index(("stop", before.key)) < order.index(("start", after.key)) < \
+            order.index(("end", before.key))
 
 
 # -- the real thing ----------------------------------------------------------------------------
