@@ -461,7 +461,7 @@ def grade_locally(pipe: Pipeline, records: list[tuple[Submission, Path]], missin
     for sub, path in sorted(records, key=lambda r: str(r[0].path)):
         if path in missing and path not in by_path:
             by_path[path] = pipe.eval_target(sub.task, sub.sha256, sub.path)
-    targets = [by_path[p] for p in sorted(by_path)]
+    targets = [by_path[p] for p in sorted(by_path, key=os.fspath)]
     tasks = sorted({t.task for t in targets})
     make_images(pipe, pipe.images(tasks, kinds=("base", "judge")), ex)
     ready = {t for t in tasks if pipe.sentinel(pipe.refs[t]["judge"]).exists()}
