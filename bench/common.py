@@ -39,6 +39,22 @@ def timed(cmd: list[str], repeat: int = 1, check: bool = True, **kw) -> float:
     return statistics.median(times)
 
 
+def timed_cpu(cmd: list[str], **kw) -> tuple[float, float]:
+    """(wall, CPU) seconds of one run of `cmd`, process start included. On a machine shared
+    with others the CPU seconds (user + system of the command and its children) say what
+    the command itself cost; the wall clock adds whatever the load took."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def sforge(bench: Path, results: Path, *args: str) -> list[str]:
     return [*SFORGE, "-b", str(bench), "--results", str(results), *args]
 
