@@ -154,3 +154,19 @@ def test_an_agent_printing_without_end_cannot_fill_the_disk(svcbench, tmp_path):
     assert b"FIRST" in log[:4096] and b"LAST" in log[-4096:]
     assert b"bytes cut" in log and b"agent exited 0" in log[-200:]
     assert json.loads((folder / "run.json").read_text())["final"]["score"] == 5
+
+
+@pytest.mark.parametrize("run_id", ["..", "../..", "*", "r1/../..", ""])
+def test_runs_takes_only_run_ids(tmp_path, run_id):
+    """`sforge runs --cancel R` and `sforge runs --run R` refuse what is not a run id: a path or a
+    pattern there wrote cancel files across results/ (or cancelled every run)."""
+    bench = FIXTURES / "servicebench"
+    results = tmp_path / "results"
+    (results / "servicebench" / "evals" / "quick").mkdir(parents=True)
+    (results / "servicebench" / "runs" / "r1" / "quick" / "0").mkdir(parents=True)
+    for args in (["runs", "--cancel", run_id], ["runs", "--run", run_id]):
+        proc = subprocess.run([sys.executable, "-m", "sforge", "-b", str(bench), "--results",
+                               str(results), *args], capture_output=True, text=True)
+        assert proc.returncode != 0, (args, proc.stdout)
+        assert f"run id {run_id!r}" in proc.stderr and "letters, digits" in proc.stderr
+    assert not list(results.rglob("cancel"))

@@ -187,7 +187,11 @@ def _print_runs(pipe, run_id: str | None, args) -> int:
 
 def cmd_runs(args) -> int:
     from ..cli import _config, _pipeline
+    from .spec import check_run_id
 
+    for given in (args.cancel, args.run):
+        if given is not None:
+            check_run_id(given)
     pipe = _pipeline(_config(args))
     if args.cancel:
         return _cancel(pipe, args.cancel)

@@ -17,6 +17,14 @@ RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_TIMEOUT_S = 3600.0
 
 
+def check_run_id(value: str) -> str:
+    """A run id names a folder under results/<bench>/runs: never a path or a pattern."""
+    if not RUN_ID.match(value):
+        raise SforgeError(f"run id {value!r}: use letters, digits, '_', '.', '-' "
+                          "(at most 64, starting with a letter or digit)")
+    return value
+
+
 @dataclass(frozen=True)
 class RunSpec:
     id: str
@@ -38,9 +46,7 @@ class RunSpec:
     model_api: str | None = None     # override the agent's API origin (tests: a local server)
 
     def __post_init__(self) -> None:
-        if not RUN_ID.match(self.id):
-            raise SforgeError(f"run id {self.id!r}: use letters, digits, '_', '.', '-' "
-                              "(at most 64, starting with a letter or digit)")
+        check_run_id(self.id)
         if self.timeout_s <= 0:
             raise SforgeError(f"--timeout {self.timeout_s}: expected seconds > 0")
         if self.repeats < 1:
