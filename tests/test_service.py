@@ -275,6 +275,10 @@ def test_bad_input(svc, bench):
     result = client.wait(junk["id"], timeout_s=120)["result"]
     assert result["valid"] is False and "tar" in result["reason"]
     assert client.result(junk["id"])["state"] == "done"
+    for sub_id, status in ((10 ** 20, 422), (0, 422), (2 ** 62, 404)):  # never a 500
+        with pytest.raises(ServiceError) as exc:
+            client.result(sub_id)
+        assert exc.value.status == status, (sub_id, exc.value)
 
 
 def test_queue_full_503_and_client_retries(bench):

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -317,7 +317,9 @@ def create_app(service: Service) -> FastAPI:
                         {"Retry-After": str(wait)}, reason="queue full", wait_s=wait)
 
     @app.get("/v1/submissions/{sub_id}", tags=["submissions"])
-    async def result(sub_id: int, who: Who, wait: Annotated[float, Query(
+    async def result(sub_id: Annotated[int, Path(ge=1, le=2 ** 63 - 1,
+                                                 description="the submission's id")],
+                     who: Who, wait: Annotated[float, Query(
             ge=0, description=f"seconds to wait for the verdict (at most {MAX_WAIT_S:g})")
     ] = 0) -> dict:
         """One submission and, once graded, its result."""
