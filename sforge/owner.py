@@ -132,6 +132,10 @@ def sweep_stale_containers(engine: ContainerEngine, kind: str = JUDGE_LABEL) -> 
 
 
 def remove_own(engine: ContainerEngine, kind: str = JUDGE_LABEL) -> list[str]:
-    """Remove the containers of `kind` this process created (a stop before they finished)."""
-    return [cid for cid, _ in engine.containers(kind, f"{OWNER_PID_LABEL}={os.getpid()}")
-            if engine.remove_container(cid)]
+    """Remove the containers of `kind` this process created (a stop before they finished).
+    This process: host, pid and process start all match (a daemon shared by several hosts or
+    pid namespaces sees the same pid number from other processes)."""
+    me = labels(kind)
+    wanted = [f"{name}={me[name]}" for name in (OWNER_HOST_LABEL, OWNER_PID_LABEL,
+                                                OWNER_START_LABEL) if name in me]
+    return [cid for cid, _ in engine.containers(kind, *wanted) if engine.remove_container(cid)]

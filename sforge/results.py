@@ -107,12 +107,19 @@ def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any]) -
     return eval_keyer(judge_tag, settings)(submission_sha256)
 
 
+def key_head(judge_tag: str, settings: dict[str, Any]) -> str:
+    """What keys every result of one judge and its settings, the archive apart: the grading
+    contract, the judge image, the judge's runtime settings. Anything cached from results
+    (sforge.scores.folders) depends on exactly this."""
+    return json.dumps({"contract": GRADING_CONTRACT, "judge": judge_tag,
+                       "settings": settings}, sort_keys=True)
+
+
 def eval_keyer(judge_tag: str, settings: dict[str, Any]) -> Callable[[str], str]:
     """eval_key of one judge and its settings, for many archives: the JSON of
     {"contract", "judge", "settings", "submission"} (sorted keys, so the archive's sha256
     comes last) is made once up to the sha256 (100,000 keys: seconds → a tenth)."""
-    head = json.dumps({"contract": GRADING_CONTRACT, "judge": judge_tag,
-                       "settings": settings}, sort_keys=True)[:-1] + ', "submission": '
+    head = key_head(judge_tag, settings)[:-1] + ', "submission": '
 
     def key(submission_sha256: str) -> str:
         blob = f"{head}{json.dumps(submission_sha256)}}}"

@@ -272,17 +272,29 @@ def prepare_grade(pipe: Pipeline, target: EvalTarget, ahead: bool = False) -> Pe
     return pending
 
 
+def _not_stopping(target: EvalTarget) -> None:
+    """No judge container is made or started once `stop_grading` began (it removes only
+    the containers that exist when it looks)."""
+    if _stopping.is_set():
+        raise GradingStopped(f"{target.task} {target.archive}: stopped, not graded")
+
+
 def _prepare_judge(pipe: Pipeline, target: EvalTarget) -> PreparedJudge:
     from .grading import archive_limits, container_limits
     from .judge import prepare_judge
 
+    _not_stopping(target)
     # The target's key and sha256 are handed down: the judge neither hashes the archive
     # again nor has its result fields patched afterwards.
-    return prepare_judge(engine(), target.judge.tag, target.spec, target.archive,
-                         limits=archive_limits(pipe.config),
-                         log_path=pipe.layout.eval_log(target.task, target.key),
-                         key=target.key, submission=target.sha256,
-                         container_limits=container_limits(pipe.config))
+    prepared = prepare_judge(engine(), target.judge.tag, target.spec, target.archive,
+                             limits=archive_limits(pipe.config),
+                             log_path=pipe.layout.eval_log(target.task, target.key),
+                             key=target.key, submission=target.sha256,
+                             container_limits=container_limits(pipe.config))
+    if _stopping.is_set():  # made while stop_grading listed ours: it did not see this one
+        prepared.close()
+        _not_stopping(target)
+    return prepared
 
 
 def finish_grade(pipe: Pipeline, pending: PendingGrade,
@@ -326,10 +338,9 @@ def _judge(pipe: Pipeline, pending: PendingGrade, out: Path,
            on_exit: Callable[[], None] | None) -> EvalResult:
     """Run the prepared judge (the key claimed) and write its verdict."""
     assert pending.judge is not None
+    _not_stopping(pending.target)
     result = pending.judge.run(on_exit)
-    if _stopping.is_set():  # stopped by Ctrl-C: what it saw is no verdict
-        raise GradingStopped(f"{pending.target.task} {pending.target.archive}: stopped, "
-                             "not graded")
+    _not_stopping(pending.target)  # stopped by Ctrl-C while it ran: what it saw is no verdict
     return result.write(out)
 
 

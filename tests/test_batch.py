@@ -199,3 +199,29 @@ def test_ctrl_c_stops_running_judges_and_writes_nothing_they_did(minibench, dock
     assert "2 submission(s), 2 distinct: 0 up to date, 2 graded, 0 failed" in again.stdout
     assert sorted(json.loads(p.read_text())["score"] for p in evals.glob("*/*.json")) == \
         [1.0, 2.0]
+
+
+@pytest.mark.docker
+def test_no_judge_is_made_once_stopping(minibench, docker_client, monkeypatch):
+    """After Ctrl-C began (stop_grading), a grade still on its way neither creates nor
+    starts a judge container: it is stopped, not graded, and leaves no claim."""
+    _sleepy_batch(minibench, 1, 1)
+    pipe = Pipeline.from_config(load_config(overrides={
+        "benchmark": str(minibench.bench), "results": str(minibench.results)}, env={}))
+    (target,) = pipe.evals.values()
+    mine = {"label": f"sforge.owner.pid={__import__('os').getpid()}"}
+    stopping = threading.Event()
+    monkeypatch.setattr(targets, "_stopping", stopping)
+    pending = targets.prepare_grade(pipe, target, ahead=True)  # claimed, container made
+    assert pending.judge is not None
+    stopping.set()
+    since = time.time()
+    with pytest.raises(targets.GradingStopped):
+        targets.finish_grade(pipe, pending)  # the prepared one never starts
+    with pytest.raises(targets.GradingStopped):
+        targets.grade(pipe, target)  # none is made
+    assert docker_client.api.containers(all=True, filters=mine) == []
+    seen = _container_events(docker_client, f"{minibench.name}.judge.", since)
+    assert [e for e in seen.values() if "start" in e or e.get("create", 0) >= since] == []
+    evals = minibench.results / minibench.name / "evals"
+    assert list(evals.glob("*/*.json")) == [] and list(evals.glob("*/*.claim")) == []

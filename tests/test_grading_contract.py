@@ -28,6 +28,20 @@ def test_contract_is_part_of_the_key(monkeypatch):
     assert eval_key("b.judge.t:0123456789ab", "0" * 64, {"timeout_sec": 5}) != before
 
 
+def test_report_caches_follow_the_contract(monkeypatch):
+    """A task's report fingerprint depends on what keys its results: after a contract bump
+    `sforge report` must not serve tables made from results under the old contract."""
+    from sforge.images import ImageRef
+    from sforge.scores.folders import task_definition
+
+    bench = load_benchmark(FIXTURES / "minibench")
+    task = bench.tasks["alpha"]
+    judge = ImageRef("judge", "alpha", "0123456789ab", f"{bench.name}.judge.alpha")
+    before = task_definition(bench, task, judge)
+    monkeypatch.setattr(results, "GRADING_CONTRACT", results.GRADING_CONTRACT + 1)
+    assert task_definition(bench, task, judge) != before
+
+
 def test_plan_counts_what_it_will_regrade(tmp_path):
     """Results under an older key (another contract, judge or settings) of an archive that
     is graded again count as re-grades; new archives do not."""

@@ -563,6 +563,29 @@ def test_sweep_removes_only_dead_owners(client, judges) -> None:
             time.sleep(0.1)  # a removal "already in progress" elsewhere finishes
 
 
+@docker_test
+def test_remove_own_leaves_others_with_our_pid_number(client) -> None:
+    """Ctrl-C removes this process's judges only: a container with our pid number from
+    another host or another process (a daemon shared across pid namespaces) stays."""
+    labels = owner.labels(deadline=time.time() + 3600)
+    api = client.api
+    ids = {
+        "ours": api.create_container("busybox:1.36", "true", labels=labels)["Id"],
+        "other host": api.create_container("busybox:1.36", "true", labels={
+            **labels, owner.OWNER_HOST_LABEL: "some-other-host"})["Id"],
+        "other process": api.create_container("busybox:1.36", "true", labels={
+            **labels, owner.OWNER_START_LABEL: "1"})["Id"],
+    }
+    try:
+        assert owner.remove_own(DockerEngine(client)) == [ids["ours"]]
+        left = {c["Id"] for c in api.containers(all=True, filters=MINE)}
+        assert left == {ids["other host"], ids["other process"]}
+    finally:
+        for cid in ids.values():
+            with contextlib.suppress(docker.errors.APIError):
+                api.remove_container(cid, force=True)
+
+
 # -- submission metadata -------------------------------------------------------------------------
 def _acl(*entries: tuple[int, int, int]) -> bytes:
     import struct

@@ -7,15 +7,16 @@ evals/<task>/ for its results. Adding, removing or renaming a file changes its f
 mtime and ctime, and sforge only ever writes results (and its own archive store) by an
 atomic rename, so a regraded, set-aside or new result, and a new, removed or replaced
 archive, all change a folder. A task's fingerprint is those folder stats plus everything of
-the task its tables and page show (judge tag and settings, which key the results; scoring
-settings; name, version, metadata). Its tables and page are taken again from the cache
-while the fingerprint holds.
+the task its tables and page show (what keys its results, as sforge.results.key_head says:
+the grading contract, judge tag and settings; scoring settings; name, version, metadata).
+Its tables and page are taken again from the cache while the fingerprint holds.
 
 What a folder stat cannot see is a file rewritten in place under the same name (`cp` over an
 existing archive). `sforge grade` checks every archive by its own stat and grades such an
 archive, which writes its result into evals/<task>/ and so marks the task changed; a
-`touch` of the archive's folder does the same. A folder modified within RACY_NS of the
-scan could change again unseen, so such a task gets no fingerprint (it is recomputed).
+`touch` of the archive's folder does the same (the only way for a sidecar edited in place).
+A folder modified within RACY_NS of the scan could change again unseen, so such a task gets
+no fingerprint (it is recomputed).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from ..images import ImageRef
 from ..model import Benchmark, Task
+from ..results import key_head
 
 RACY_NS = 2_000_000_000  # as HashCache: a folder this fresh is not trusted to stay put
 
@@ -56,7 +58,8 @@ def _stat(path: str, now: int) -> str | None:
 
 def task_definition(bench: Benchmark, task: Task, judge: ImageRef | None) -> str:
     """Everything of a task (not of its folders) that its tables and page depend on."""
-    return json.dumps([judge.tag if judge else None, task.judge_settings(), task.name,
+    keyed = key_head(judge.tag, task.judge_settings()) if judge else None
+    return json.dumps([keyed, task.name,
                        task.version, task.category, task.score.direction, task.score.rescale,
                        sorted(task.metadata.items(), key=str), bench.excluded(task)],
                       sort_keys=True, default=str)
