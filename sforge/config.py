@@ -61,10 +61,31 @@ def schema() -> dict[str, Any]:
     return safe_yaml(schema_path().read_text())
 
 
+_JSON_TYPES = {"string": str, "boolean": bool, "null": type(None)}
+
+
+def _typed(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` for the memory of checks that passed: a setting whose schema asks only for a
+    type (the benchmark, results and submissions paths) stands as its type when it has it,
+    so a new results directory or benchmark path needs no new schema check."""
+    props = schema().get("properties") or {}
+    out = dict(config)
+    for name, value in config.items():
+        rule = props.get(name)
+        if not isinstance(rule, dict) or set(rule) - {"type", "description"}:
+            continue
+        kinds = rule.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds or []
+        if kinds and all(k in _JSON_TYPES for k in kinds) and \
+                any(type(value) is _JSON_TYPES[k] for k in kinds):
+            out[name] = f"<{type(value).__name__}>"
+    return out
+
+
 def validate(config: dict[str, Any], source: str = "config") -> None:
     """The config against config.schema.yaml; SforgeError naming the first bad field. A
     configuration that passed before (same settings, same schema) is not checked again."""
-    key = validated.digest(schema_path().read_text(), config)
+    key = validated.digest(schema_path().read_text(), _typed(config))
     if validated.seen(key):
         return
     import jsonschema

@@ -6,6 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from sforge.archive import ArchiveLimits
 from sforge.config import defaults, load_config, schema
 from sforge.grading import archive_limits, container_limits
@@ -48,3 +50,27 @@ def test_readme_states_the_defaults_the_code_has() -> None:
     assert pids and writable, "README no longer states the judge limits"
     assert int(pids[1]) == ContainerLimits().pids
     assert writable[1] == ContainerLimits().writable
+
+
+def test_a_new_results_path_needs_no_new_schema_check(tmp_path: Path, monkeypatch) -> None:
+    """Settings whose schema asks only for a type (paths, flags) enter the memory of checks
+    that passed as their type: a first eval into a new results directory imports no
+    jsonschema; a wrong type or any other change is still checked."""
+    import sys
+
+    from sforge import validated
+    from sforge.config import validate
+    from sforge.errors import SforgeError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = defaults()
+    validate({**config, "results": str(tmp_path / "r1")})
+    assert len(validated._known()) == 1
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # importing it would now fail
+    validate({**config, "results": str(tmp_path / "r2"), "benchmark": "/elsewhere"})
+    assert len(validated._known()) == 1
+    monkeypatch.delitem(sys.modules, "jsonschema")
+    with pytest.raises(SforgeError, match="results"):
+        validate({**config, "results": 7})
+    with pytest.raises(SforgeError, match="max_members"):
+        validate({**config, "archive_limits": {"max_members": 0}})

@@ -19,8 +19,9 @@ def test_a_valid_config_is_remembered_and_a_bad_one_never(tmp_path, monkeypatch)
     # checked again only when something changed: the same settings skip jsonschema
     monkeypatch.setitem(sys.modules, "jsonschema", None)  # importing it would now fail
     load_config(overrides={"results": "r1"}, env={})
+    load_config(overrides={"results": "r2"}, env={})  # a path: its type is all the schema asks
     with pytest.raises(ImportError):
-        load_config(overrides={"results": "r2"}, env={})
+        load_config(overrides={"results": "r1", "docker_builds": 3}, env={})
     monkeypatch.undo()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for _ in range(2):  # a bad config is refused every time, never remembered
