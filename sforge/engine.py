@@ -381,8 +381,12 @@ class DockerEngine(RegistryMixin, ContainerEngine):
     # -- containers (and image lookups): over engine_http, no SDK import ---------------------
     @functools.cached_property
     def http(self) -> engine_http.HttpTransport:
-        transport = (engine_http.from_client(self._client) if self._client is not None
-                     else engine_http.from_env())
+        try:
+            transport = (engine_http.from_client(self._client) if self._client is not None
+                         else engine_http.from_env())
+        except OSError as exc:  # ssl.SSLError is one: DOCKER_CERT_PATH's files
+            raise InfrastructureError(f"cannot use DOCKER_HOST's TLS settings "
+                                      f"(DOCKER_CERT_PATH, DOCKER_TLS_VERIFY): {exc}") from None
         if transport is None:
             raise InfrastructureError(
                 "sforge speaks to the Docker daemon over unix:// or tcp:// (DOCKER_HOST); "

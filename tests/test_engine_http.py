@@ -1,0 +1,70 @@
+"""The engine's standard-library transport: which daemon it talks to, and that the eval
+path's container calls need no Docker SDK."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from sforge import engine_http
+
+
+def test_transport_follows_docker_host(tmp_path) -> None:
+    assert engine_http.from_env({}).socket_path == "/var/run/docker.sock"  # type: ignore[union-attr]
+    unix = engine_http.from_env({"DOCKER_HOST": "unix:///run/user/1000/docker.sock"})
+    assert unix is not None and unix.socket_path == "/run/user/1000/docker.sock"
+    tcp = engine_http.from_env({"DOCKER_HOST": "tcp://10.0.0.5:2376"})
+    assert tcp is not None and (tcp.host, tcp.port, tcp.tls) == ("10.0.0.5", 2376, None)
+    # DOCKER_TLS_VERIFY: the CA of DOCKER_CERT_PATH verifies the daemon (missing here: refused)
+    with pytest.raises(OSError):
+        engine_http.from_env({"DOCKER_HOST": "tcp://10.0.0.5:2376", "DOCKER_TLS_VERIFY": "1",
+                              "DOCKER_CERT_PATH": str(tmp_path)})
+    assert engine_http.from_env({"DOCKER_HOST": "ssh://me@host"}) is None
+
+
+def test_bad_tls_settings_are_a_clear_error(tmp_path, monkeypatch) -> None:
+    from sforge.engine import DockerEngine
+    from sforge.errors import InfrastructureError
+
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
+    monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+    monkeypatch.setenv("DOCKER_CERT_PATH", str(tmp_path))
+    with pytest.raises(InfrastructureError, match="DOCKER_CERT_PATH"):
+        DockerEngine().daemon  # noqa: B018
+    monkeypatch.setenv("DOCKER_HOST", "ssh://me@host")
+    with pytest.raises(InfrastructureError, match="ssh"):
+        DockerEngine().daemon  # noqa: B018
+
+
+def test_unreachable_daemon_is_named(tmp_path) -> None:
+    transport = engine_http.HttpTransport(f"unix://{tmp_path}/no.sock")
+    with pytest.raises(engine_http.Unreachable, match="no.sock.*DOCKER_HOST"):
+        transport.json("GET", "/_ping")
+
+
+@pytest.mark.docker
+def test_container_calls_import_no_docker_sdk(docker_client) -> None:
+    """create, start, wait, read a file, remove: all without `import docker`."""
+    code = """
+import sys
+from sforge.engine import ContainerSpec, DockerEngine
+engine = DockerEngine()
+assert engine.image_id("busybox:1.36")
+cid = engine.create_container(ContainerSpec(
+    image="busybox:1.36", command=("sh", "-c", "echo hi > /x"), cwd="/", env={},
+    labels={"sforge.test": "engine_http"}, cpus=0.5, memory=64 << 20))
+try:
+    engine.start(cid)
+    assert engine.wait(cid, 30) == 0
+    found = engine.read_file(cid, "/x", 100)
+    assert found is not None and found.data == b"hi\\n", found
+finally:
+    assert engine.remove_container(cid)
+print("docker" in sys.modules, "requests" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
