@@ -9,15 +9,28 @@ next run retries. The container is always removed.
 
 This module has no CLI concerns: a judge service calls `run_judge` directly.
 
-Per-eval cost matters (thousands of evals): the low-level API is used so each eval costs
-create, put_archive (skipped for an empty submission), start, wait, inspect, get_archive,
-(logs, only with a log_path), remove and nothing else.
+Per-eval cost matters (thousands of evals): each eval costs the engine calls create,
+put_archive (skipped for an empty submission), attach (only with a log_path), start, wait,
+inspect, remove, and get_archive only where result.json cannot come out through the private
+out directory (a remote daemon, an image without `head`, a judge that tampered with it).
+`prepare_judge` does everything before start, so a batch prepares the next container while
+the current judge runs.
+
+Extraction stays with the engine's archive API (Docker's own untar, run with the daemon's
+privileges). Extracting inside the container with its own tar was tried and is not used: the
+judge's capability set has no FSETID, so a setgid bit on a directory whose group is not root's
+is silently cleared (Docker keeps it), and busybox tar keeps neither symlink owners nor
+directory mtimes; measured on this machine, put_archive costs no more than the extra tar
+process would (0.54 s vs 0.53 s for create + extract + start + wait + remove at load 8).
 
 Decisions:
 * The entrypoint is a tiny `/bin/sh -c` setup step, then `exec /bin/sh -c "[judge] cmd"`. The
   setup removes whatever sits at /opt/sforge/result.json (file, directory, symlink, or
   /opt/sforge itself as a link or file) after extraction, so neither the image nor the archive
   can plant a result. If it cannot, it exits SETUP_FAILED_EXIT and the result is invalid.
+  With a local daemon the judge command runs as the setup shell's child instead (not exec),
+  so that shell can copy result.json into the private out directory after it (_SETUP_COPY);
+  the exit code is passed on unchanged.
 * The wall clock starts when `start` returns; on expiry the container is SIGKILLed at once
   (init=True: PID 1 is docker-init, so the whole tree dies) and the result is invalid.
 * A refused archive (over the caps) is an invalid result without any container. So is a
