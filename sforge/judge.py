@@ -58,6 +58,7 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import logging
@@ -337,11 +338,26 @@ class _JudgeRun:
         if self.copy_out:
             self.out = Path(tempfile.mkdtemp(prefix="sforge-out-"))  # 0700: ours alone
             setup, mounts = _SETUP_COPY, (Mount(str(self.out), OUT_DIR, read_only=False),)
-        self.create_spec(self.spec(
-            ("/bin/sh", "-c", setup, "sforge-judge", self.task.judge.cmd),
-            labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,
-                    KEY_LABEL: self.key},
-            writable=self.limits.writable, mounts=mounts))
+        spec = self.spec(("/bin/sh", "-c", setup, "sforge-judge", self.task.judge.cmd),
+                         labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,
+                                 KEY_LABEL: self.key},
+                         writable=self.limits.writable, mounts=mounts)
+        if not mounts:
+            return self.create_spec(spec)
+        try:
+            self.create_spec(spec)
+        except InfrastructureError as exc:
+            # The daemon cannot bind this machine's directory (a socket forwarded from
+            # another host, a desktop VM not sharing the temp dir): the archive API then.
+            if "mount" not in str(exc).lower() and "bind" not in str(exc).lower():
+                raise
+            log.info("judge results through the engine's archive API: %s", exc)
+            shutil.rmtree(self.out, ignore_errors=True)  # type: ignore[arg-type]
+            self.out = None
+            self.create_spec(dataclasses.replace(
+                spec, command=("/bin/sh", "-c", _SETUP, "sforge-judge", self.task.judge.cmd),
+                mounts=()))
+        return None
 
     def extract(self, filtered: FilteredArchive) -> str | None:
         """Put the filtered submission into cwd; a collision with the image is a verdict."""

@@ -762,3 +762,18 @@ def test_result_read_both_ways_gives_the_same_verdict(client, judges, make_archi
             a.pop(key, None)
             b.pop(key, None)
         assert a == b, name
+
+
+@docker_test
+def test_a_daemon_that_cannot_bind_the_out_directory_still_grades(client, judges, make_archive,
+                                                                  monkeypatch) -> None:
+    """A local socket whose daemon cannot see this machine's temp dir (forwarded from another
+    host, a desktop VM): the judge is created without the out directory, the result read
+    through the archive API."""
+    monkeypatch.setattr(judge_mod.tempfile, "mkdtemp",
+                        lambda prefix="": f"/nonexistent-sforge-test/{prefix}x")
+    engine = _CountingEngine(client)
+    r = run_judge(engine, judges["echo"][1], judges["echo"][0],
+                  make_archive(reg("result.json", b'{"valid": true, "score": 6}')))
+    assert (r.valid, r.score) == (True, 6.0)
+    assert engine.archive_reads == 1
