@@ -37,9 +37,8 @@ install_slurm() {  # [EXTRA_PACKAGE...]: slurm-wlm, munge (and these) from Debia
   log "installing ${missing[*]}"
   apt-get update -qq
   # policy-rc.d: the packages' postinst must not start daemons with a config we replace.
-  [ -e /usr/sbin/policy-rc.d ] && had_policy=1
-  [ $had_policy = 1 ] || printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-  chmod +x /usr/sbin/policy-rc.d
+  if [ -e /usr/sbin/policy-rc.d ]; then had_policy=1
+  else printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
     "${missing[@]}" >/dev/null || { [ $had_policy = 1 ] || rm -f /usr/sbin/policy-rc.d; die "apt-get install ${missing[*]} failed"; }
   [ $had_policy = 1 ] || rm -f /usr/sbin/policy-rc.d

@@ -148,12 +148,32 @@ def machine_checks(pipe: Pipeline, node: str, run: str | None = None, *,
             results_check(pipe, node, run)]
 
 
+def slurm_job_check(node: str) -> Check:
+    """A job can ask SLURM about a job (its own here): what takes over the grading claims of
+    a dead node's jobs at once instead of at their deadline."""
+    from . import slurmjob
+
+    job = slurmjob.incarnation().get("slurm_job")
+    if not job:
+        return Check(node, "slurm job", False, "not run inside a SLURM job (no SLURM_JOB_ID)")
+    info = slurmjob.job_info(job)
+    if not info or info.get("JobState") != "RUNNING":
+        said = "no answer" if info is None else \
+            f"state {info['JobState']}" if info.get("JobState") else "unknown job"
+        return Check(node, "slurm job", False, f"`scontrol show job {job}` in the job: {said}",
+                     "install SLURM's client tools on the node and let it reach slurmctld "
+                     "(SLURM_CONF); without them a grading claim left by a dead node's job "
+                     "is taken over only at its deadline (timeout_sec + 300 s)")
+    return Check(node, "slurm job", True, f"scontrol sees this job ({job}) running here")
+
+
 def node_report(pipe: Pipeline, run: str, node: str, out: Path) -> None:
     """The `doctor_node` rule: this node's checks, written to the shared results dir."""
     from .targets import node_name, sweep_orphans
 
     here = node_name()
     checks = machine_checks(pipe, here, run, builds_here=False)
+    checks.append(slurm_job_check(here))
     try:
         swept = sweep_orphans()
         checks.append(Check(here, "orphans", True,

@@ -48,6 +48,15 @@ class Cluster:
     def judge_containers(self, node: str) -> list[str]:
         return self.docker(node, "ps", "-a", "-q", "--filter", "label=sforge.judge").split()
 
+    def state(self) -> str:
+        """SLURM's view (jobs, nodes, the controller's last words): said when a test fails."""
+        env = {**os.environ, **self.env}
+        out = [subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+               for cmd in (["scontrol", "-o", "show", "job"], ["sinfo", "-N"])]
+        log = STATE / "slurmctld.log"
+        tail = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+        return "\n".join([*out, *tail])
+
     def script(self, *args: str) -> None:
         proc = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
                               timeout=300)
@@ -189,6 +198,7 @@ def test_a_node_killed_mid_run_loses_nothing_and_grades_nothing_twice(cluster, m
         dead = claims_of(evals, victim)  # the dead job's claims, left behind
         out, err = proc.communicate(timeout=600)
     except BaseException:
+        print(cluster.state())  # shown with the failure
         os.killpg(proc.pid, signal.SIGINT)
         proc.communicate(timeout=60)
         raise
@@ -270,6 +280,8 @@ def test_doctor_names_a_node_without_the_venvs_python(cluster, minibench):
     assert bad["detail"].startswith(f"the job could not start {REPO}/.venv/bin/python")
     assert f"install that Python at {base} on every node" in bad["fix"]
     assert checks[("n1", "python")]["ok"] and checks[("n1", "docker")]["ok"]
+    # a job on n1 can ask SLURM about jobs (how a dead node's claims are taken over at once)
+    assert checks[("n1", "slurm job")]["ok"], checks[("n1", "slurm job")]
 
 
 @pytest.fixture(autouse=True)
