@@ -136,6 +136,13 @@ class ContainerEngine(ABC):
         daemon); a caller must still cope with a mount that turns out empty."""
         return False
 
+    @property
+    def bounds_writable(self) -> bool:
+        """Whether a container's writable layer may be bounded here (ContainerSpec.writable):
+        True until the engine refused such a bound. A bound is only worth something where
+        no unbounded host directory is mounted writable beside it."""
+        return True
+
     @abstractmethod
     def create_container(self, spec: ContainerSpec) -> str:
         """Create (not start) a container; → its id. Raises ImageMissing."""
@@ -401,6 +408,10 @@ class DockerEngine(RegistryMixin, ContainerEngine):
     @property
     def shares_files(self) -> bool:
         return self.http.socket_path is not None
+
+    @property
+    def bounds_writable(self) -> bool:
+        return self._storage_opt_supported()
 
     def _call(self, method: str, path: str, params: dict[str, Any] | None = None,
               body: Any = None, timeout: float | None = 600) -> Any:

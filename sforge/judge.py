@@ -12,7 +12,8 @@ This module has no CLI concerns: a judge service calls `run_judge` directly.
 Per-eval cost matters (thousands of evals): each eval costs the engine calls create,
 put_archive (skipped for an empty submission), attach (only with a log_path), start, wait,
 inspect, remove, and get_archive only where result.json cannot come out through the private
-out directory (a remote daemon, an image without `head`, a judge that tampered with it).
+out directory (a remote daemon, an image without `head`, a judge that tampered with it, a
+daemon that bounds the writable layer: the out directory would be a way around that bound).
 `prepare_judge` does everything before start, so a batch prepares the next container while
 the current judge runs.
 
@@ -66,7 +67,6 @@ import math
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 from collections import deque
@@ -289,14 +289,18 @@ class _JudgeRun:
                  timeout: float, log_path: Path | None, limits: ContainerLimits | None = None,
                  key: str = "", copy_out: bool = False):
         self.key = key
-        self.copy_out = copy_out and engine.shares_files
+        self.limits = limits or ContainerLimits()
+        # The out directory is a host directory the judge can write without bound: used only
+        # where the engine does not bound the writable layer anyway (most daemons), so it
+        # never opens a hole in a bound that holds.
+        self.copy_out = copy_out and engine.shares_files and not (
+            self.limits.writable and engine.bounds_writable)
         self.out: Path | None = None  # the private out directory, while the container lives
         self.engine = engine
         self.image = image
         self.task = task
         self.timeout = timeout
         self.log_path = log_path
-        self.limits = limits or ContainerLimits()
         self.id: str | None = None
         self.log: _LogWriter | None = None
         self.reader: threading.Thread | None = None
@@ -336,7 +340,7 @@ class _JudgeRun:
         deadline = time.time() + self.timeout + DEADLINE_GRACE_S
         setup, mounts = _SETUP, tuple[Mount, ...]()
         if self.copy_out:
-            self.out = Path(tempfile.mkdtemp(prefix="sforge-out-"))  # 0700: ours alone
+            self.out = owner.private_dir()  # 0700: ours alone; swept if we are killed
             setup, mounts = _SETUP_COPY, (Mount(str(self.out), OUT_DIR, read_only=False),)
         spec = self.spec(("/bin/sh", "-c", setup, "sforge-judge", self.task.judge.cmd),
                          labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import functools
 import os
+import re
+import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -139,3 +142,38 @@ def remove_own(engine: ContainerEngine, kind: str = JUDGE_LABEL) -> list[str]:
     wanted = [f"{name}={me[name]}" for name in (OWNER_HOST_LABEL, OWNER_PID_LABEL,
                                                 OWNER_START_LABEL) if name in me]
     return [cid for cid, _ in engine.containers(kind, *wanted) if engine.remove_container(cid)]
+
+
+# -- private host directories a judge writes into (its out directory) -------------------------
+OUT_DIR_PREFIX = "sforge-out-"
+_OUT_DIR_NAME = re.compile(re.escape(OUT_DIR_PREFIX) + r"(\d+)-(\d+|x)-")
+
+
+def private_dir() -> Path:
+    """A new 0700 directory in the temp dir, named by this process (pid and start), so that
+    `sweep_stale_dirs` can remove it once this process is gone without removing it."""
+    me = identity()
+    return Path(tempfile.mkdtemp(prefix=f"{OUT_DIR_PREFIX}{me['pid']}-{me.get('start', 'x')}-"))
+
+
+def sweep_stale_dirs() -> list[str]:
+    """Remove the private directories of sforge processes that died on this machine (killed
+    while a judge ran); → the paths removed."""
+    removed = []
+    root = tempfile.gettempdir()
+    try:
+        names = [e.name for e in os.scandir(root) if e.name.startswith(OUT_DIR_PREFIX)]
+    except OSError:
+        return []
+    for name in names:
+        m = _OUT_DIR_NAME.match(name)
+        if m is None:
+            continue
+        start = None if m.group(2) == "x" else m.group(2)
+        if gone(hostname(), m.group(1), start, None) is None:
+            continue
+        path = os.path.join(root, name)
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            removed.append(path)
+    return removed

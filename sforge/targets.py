@@ -118,11 +118,12 @@ def sweep_orphans() -> list[str]:
     global _swept
     with _sweep_lock:
         if _swept is None:
-            from .owner import sweep_stale_containers
+            from .owner import sweep_stale_containers, sweep_stale_dirs
 
             _swept = sweep_stale_containers(engine())
             for cid in _swept:
                 warn(f"removed stale judge container {cid[:12]} on {node_name()}")
+            sweep_stale_dirs()  # the out directories those judges wrote into
         return _swept
 
 

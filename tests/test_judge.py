@@ -742,7 +742,8 @@ def test_result_read_both_ways_gives_the_same_verdict(client, judges, make_archi
     aside). The out directory is really used, and a tampered one is never believed."""
     timing = {"started_at", "finished_at", "duration_s", "log"}
     engine = _CountingEngine(client)
-    assert engine.shares_files
+    run_judge(engine, judges["echo"][1], judges["echo"][0], make_archive())  # learns its bound
+    assert engine.shares_files and not engine.bounds_writable  # this machine's overlay2 on ext4
     cases = _same_verdict_cases(tmp_path)
     cases_paths = [(name, judge, make_archive(*entries), reads)
                    for name, judge, entries, reads in cases]
@@ -764,14 +765,52 @@ def test_result_read_both_ways_gives_the_same_verdict(client, judges, make_archi
         assert a == b, name
 
 
+class _BoundingEngine(_CountingEngine):
+    """An engine that says it bounds the writable layer (as on xfs with project quotas)."""
+
+    @property
+    def bounds_writable(self) -> bool:
+        return True
+
+
+@docker_test
+def test_no_out_directory_where_the_writable_layer_is_bounded(client, judges,
+                                                              make_archive) -> None:
+    """A writable host directory beside a bounded layer would be a way around the bound: the
+    result is read through the archive API there."""
+    engine = _BoundingEngine(client)
+    r = run_judge(engine, judges["echo"][1], judges["echo"][0],
+                  make_archive(reg("result.json", b'{"valid": true, "score": 6}')))
+    assert (r.valid, r.score) == (True, 6.0)
+    assert engine.archive_reads == 1
+
+
+def test_sweep_removes_only_dead_owners_out_directories(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(owner.tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    mine = owner.private_dir()
+    (mine / "result.json").write_text("{}")
+    others = {
+        "dead": tmp_path / f"{owner.OUT_DIR_PREFIX}{dead.pid}-1-abc",
+        "reused pid": tmp_path / f"{owner.OUT_DIR_PREFIX}{os.getpid()}-1-abc",
+        "not ours": tmp_path / "sforge-output-of-something",
+    }
+    for path in others.values():
+        (path / "sub").mkdir(parents=True)
+    removed = owner.sweep_stale_dirs()
+    assert sorted(removed) == sorted([str(others["dead"]), str(others["reused pid"])])
+    assert mine.is_dir() and others["not ours"].is_dir()
+
+
 @docker_test
 def test_a_daemon_that_cannot_bind_the_out_directory_still_grades(client, judges, make_archive,
                                                                   monkeypatch) -> None:
     """A local socket whose daemon cannot see this machine's temp dir (forwarded from another
     host, a desktop VM): the judge is created without the out directory, the result read
     through the archive API."""
-    monkeypatch.setattr(judge_mod.tempfile, "mkdtemp",
-                        lambda prefix="": f"/nonexistent-sforge-test/{prefix}x")
+    monkeypatch.setattr(owner, "private_dir",
+                        lambda: Path("/nonexistent-sforge-test/sforge-out-x"))
     engine = _CountingEngine(client)
     r = run_judge(engine, judges["echo"][1], judges["echo"][0],
                   make_archive(reg("result.json", b'{"valid": true, "score": 6}')))
