@@ -11,8 +11,9 @@ import contextlib
 import json
 import os
 import secrets
+from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
 def create_temp(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
@@ -77,3 +78,42 @@ def remember_string(path: Path, item: str, keep: int) -> None:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps([*known, item][-keep:]))
+
+
+class HeadTail:
+    """Output that may not end (a judge's or an agent's) into `fh`: the first `head` bytes as
+    they come, then only the last `tail` bytes, kept in memory and written by `end()` after a
+    "… N bytes cut …" line. Whatever is printed, the file stays under head + tail + a line."""
+
+    def __init__(self, fh: IO[bytes], head: int, tail: int):
+        self.fh, self.room, self.keep = fh, head, tail
+        self.tail: deque[bytes] = deque()
+        self.tail_size = 0
+        self.cut = 0
+
+    def write(self, chunk: bytes) -> None:
+        if self.room > 0:
+            self.fh.write(chunk[:self.room])
+            taken = min(self.room, len(chunk))
+            self.room -= taken
+            chunk = chunk[taken:]
+        if not chunk:
+            return
+        self.tail.append(chunk)
+        self.tail_size += len(chunk)
+        while self.tail_size - len(self.tail[0]) >= self.keep:
+            self.cut += len(self.tail[0])
+            self.tail_size -= len(self.tail.popleft())
+
+    def end(self) -> None:
+        """Write the kept tail (after the cut line, if anything was cut); the file stays open."""
+        tail = b"".join(self.tail)
+        extra = len(tail) - self.keep
+        if extra > 0:
+            self.cut += extra
+            tail = tail[extra:]
+        if self.cut:
+            self.fh.write(f"\n[sforge] … {self.cut} bytes cut …\n".encode())
+        self.fh.write(tail)
+        self.tail.clear()
+        self.tail_size = 0

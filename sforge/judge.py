@@ -69,7 +69,6 @@ import shutil
 import stat
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -88,6 +87,7 @@ from .engine import (
     Mount,
 )
 from .errors import InfrastructureError
+from .fileio import HeadTail
 from .hashing import file_sha256
 from .model import Task
 from .results import EvalResult, eval_key
@@ -173,35 +173,14 @@ class _LogWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         self.fh = self.tmp.open("wb")
-        self.head = 0
-        self.tail: deque[bytes] = deque()
-        self.tail_size = 0
-        self.cut = 0
+        self.out = HeadTail(self.fh, LOG_HEAD_BYTES, LOG_TAIL_BYTES)
 
     def feed(self, chunk: bytes) -> None:
-        room = LOG_HEAD_BYTES - self.head
-        if room > 0:
-            self.fh.write(chunk[:room])
-            self.head += min(room, len(chunk))
-            chunk = chunk[room:]
-        if not chunk:
-            return
-        self.tail.append(chunk)
-        self.tail_size += len(chunk)
-        while self.tail_size - len(self.tail[0]) >= LOG_TAIL_BYTES:
-            self.cut += len(self.tail[0])
-            self.tail_size -= len(self.tail.popleft())
+        self.out.write(chunk)
 
     def finish(self, trailer: str) -> None:
         try:
-            tail = b"".join(self.tail)
-            extra = len(tail) - LOG_TAIL_BYTES
-            if extra > 0:
-                self.cut += extra
-                tail = tail[extra:]
-            if self.cut:
-                self.fh.write(f"\n[sforge] … {self.cut} bytes cut …\n".encode())
-            self.fh.write(tail)
+            self.out.end()
             self.fh.write(trailer.encode())
             self.fh.close()
             os.replace(self.tmp, self.path)

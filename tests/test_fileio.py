@@ -73,3 +73,32 @@ def test_fetched_blob_respects_umask(tmp_path, umask, monkeypatch):
     task = bench.tasks["t1"]
     path = ensure_blob(bench, task, task.blobs[0], HashCache())
     assert mode(path) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100, 5000])
+def test_head_tail_keeps_both_ends_and_says_what_was_cut(chunk):
+    import io
+
+    from sforge.fileio import HeadTail
+
+    data = bytes(range(256)) * 40  # 10,240 bytes
+    out = io.BytesIO()
+    writer = HeadTail(out, head=1000, tail=500)
+    for i in range(0, len(data), chunk):
+        writer.write(data[i:i + chunk])
+    writer.end()
+    cut = len(data) - 1500
+    assert out.getvalue() == (data[:1000] + f"\n[sforge] … {cut} bytes cut …\n".encode()
+                              + data[-500:])
+
+
+def test_head_tail_short_output_is_whole():
+    import io
+
+    from sforge.fileio import HeadTail
+
+    out = io.BytesIO()
+    writer = HeadTail(out, head=1000, tail=500)
+    writer.write(b"x" * 1200)
+    writer.end()
+    assert out.getvalue() == b"x" * 1200

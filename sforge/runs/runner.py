@@ -28,7 +28,7 @@ from typing import Any, BinaryIO
 
 from ..config import games_settings
 from ..errors import SforgeError
-from ..fileio import atomic_write_json
+from ..fileio import HeadTail, atomic_write_json
 from ..games import is_game
 from ..grading import container_limits
 from .agents import MOUNT, Agent, load_agent
@@ -53,44 +53,19 @@ AGENT_LOG_HEAD = 16 << 20
 AGENT_LOG_TAIL = 16 << 20
 
 
-class CappedLog:
+class CappedLog(HeadTail):
     """The agent's output to agent.log as it comes (people follow it), up to AGENT_LOG_HEAD
-    bytes; past that only the last AGENT_LOG_TAIL bytes are kept, in memory, and written at
-    close after a "… N bytes cut …" line: an agent printing without end cannot fill the
-    host's disk."""
+    bytes; past that only the last AGENT_LOG_TAIL bytes, written at close: an agent printing
+    without end cannot fill the host's disk."""
 
     def __init__(self, fh: BinaryIO):
-        self.fh = fh
-        self.head = 0
-        self.tail = bytearray()
-        self.cut = 0
-
-    def write(self, chunk: bytes) -> None:
-        room = AGENT_LOG_HEAD - self.head
-        if room > 0:
-            self.fh.write(chunk[:room])
-            self.head += min(room, len(chunk))
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * AGENT_LOG_TAIL:  # trim now and then, not per chunk
-                self._trim()
-
-    def _trim(self) -> None:
-        extra = len(self.tail) - AGENT_LOG_TAIL
-        if extra > 0:
-            self.cut += extra
-            del self.tail[:extra]
+        super().__init__(fh, AGENT_LOG_HEAD, AGENT_LOG_TAIL)
 
     def flush(self) -> None:
         self.fh.flush()
 
     def close(self) -> None:
-        self._trim()
-        if self.cut:
-            self.fh.write(f"\n[sforge] … {self.cut} bytes cut …\n".encode())
-        self.fh.write(bytes(self.tail))
-        self.tail.clear()
+        self.end()
         self.fh.flush()
 
 
