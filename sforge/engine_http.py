@@ -93,7 +93,9 @@ class HttpTransport:
         parts = urlsplit(base_url)
         self.scheme = parts.scheme
         self.socket_path = parts.path if parts.scheme == "unix" else None
-        self.host, self.port = parts.hostname or "localhost", parts.port or 2375
+        # Docker's own defaults: 2376 with TLS, 2375 without
+        self.host = parts.hostname or "localhost"
+        self.port = parts.port or (2376 if tls is not None else 2375)
         self.tls = tls
 
     @property

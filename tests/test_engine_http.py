@@ -24,6 +24,14 @@ def test_transport_follows_docker_host(tmp_path) -> None:
     assert engine_http.from_env({"DOCKER_HOST": "ssh://me@host"}) is None
 
 
+def test_default_ports_are_dockers() -> None:
+    import ssl
+
+    assert engine_http.HttpTransport("tcp://10.0.0.5").port == 2375
+    tls = engine_http.HttpTransport("tcp://10.0.0.5", ssl.create_default_context())
+    assert tls.port == 2376
+
+
 def test_bad_tls_settings_are_a_clear_error(tmp_path, monkeypatch) -> None:
     from sforge.engine import DockerEngine
     from sforge.errors import InfrastructureError
