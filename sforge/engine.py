@@ -60,6 +60,9 @@ class ContainerSpec:
     keep_output: bool = False  # the daemon keeps output (bounded) to read later; else read live
     stdin: bool = False  # an open stdin, for a line protocol over attach_stdio
     mounts: tuple[Mount, ...] = ()
+    drop_caps: bool = True  # False: Docker's default capabilities (a work container's agent)
+    name: str | None = None
+    log_max: str = "64m"  # json-file size bound of kept output (keep_output)
 
 
 @dataclass(frozen=True)
@@ -444,9 +447,9 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             "Init": spec.init, "NetworkMode": spec.network,
             "NanoCpus": int(spec.cpus * 1e9), "Memory": spec.memory,
             "MemorySwap": spec.memory,  # equal: no swap on top of the limit
-            "LogConfig": {"Type": "json-file", "Config": {"max-size": "64m"}}
+            "LogConfig": {"Type": "json-file", "Config": {"max-size": spec.log_max}}
             if spec.keep_output else {"Type": "none", "Config": {}},
-            "CapDrop": ["ALL"], "CapAdd": list(spec.cap_add),
+            "CapDrop": ["ALL"] if spec.drop_caps else None, "CapAdd": list(spec.cap_add),
             "SecurityOpt": ["no-new-privileges"] if spec.no_new_privileges else None,
             "PidsLimit": spec.pids,
             "Mounts": [{"Type": "bind", "Source": m.source, "Target": m.target,
@@ -455,7 +458,8 @@ class DockerEngine(RegistryMixin, ContainerEngine):
             try:
                 body["HostConfig"] = {**host, "StorageOpt": {"size": writable}} if writable \
                     else host
-                return str(self._call("POST", "/containers/create", None, body)["Id"])
+                return str(self._call("POST", "/containers/create",
+                                      {"name": spec.name} if spec.name else None, body)["Id"])
             except engine_http.HttpError as exc:
                 if exc.status == 404 and "image" in exc.message.lower():
                     raise ImageMissing(f"image {spec.image} not found on the Docker daemon at "

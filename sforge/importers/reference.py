@@ -9,12 +9,17 @@ import gzip
 import io
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InfrastructureError, SforgeError
+
+if TYPE_CHECKING:
+    from ..engine import ContainerEngine
 
 SOURCE = "reference"
 REFERENCE_TAR = "/tmp/sforge-reference.tar"
 DEFAULT_TIMEOUT = 1800.0
+_MAX_REFERENCE = 1 << 34  # the packed working directory, read whole into memory
 # GNU tar keeps ACLs and xattrs (both the raw xattrs and their text); busybox tar keeps what it
 # can (modes, numeric owners).
 _PACK = (
@@ -38,51 +43,51 @@ def _solution_tar(solution_dir: Path) -> bytes:
     return buf.getvalue()
 
 
-def make_reference(client, work_tag: str, task, out: Path,
+def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
                    timeout: float | None = None) -> Path:
     """Run solution/solve.sh of `task` (a loaded sforge Task) in a container of its work image
     and store cwd as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
-    import docker.errors
-    import requests.exceptions
+    from ..engine import ContainerSpec, EngineError, ExtractConflict
 
     solution = task.dir / "solution"
     if not (solution / "solve.sh").is_file():
         raise SforgeError(f"{task.id}: no solution/solve.sh")
     cwd = task.environment.cwd
-    api = client.api
+    limit = timeout or DEFAULT_TIMEOUT
+    # the solution runs as the task's author wrote it: network, Docker's default capabilities
+    spec = ContainerSpec(image=work_tag, command=("/bin/sh", "-c", _PACK, "sforge", cwd),
+                         cwd=cwd, env={}, labels={"sforge.import": task.id}, cpus=0, memory=0,
+                         network="bridge", init=False, drop_caps=False,
+                         no_new_privileges=False, keep_output=True)
     try:
-        ctr = api.create_container(work_tag, entrypoint=["/bin/sh", "-c", _PACK, "sforge", cwd],
-                                   working_dir=cwd, labels={"sforge.import": task.id},
-                                   host_config=api.create_host_config(network_mode="bridge"))
-    except docker.errors.DockerException as exc:
+        cid = engine.create_container(spec)
+    except InfrastructureError as exc:
         raise InfrastructureError(f"{task.id}: cannot start its work image {work_tag}: "
                                   f"{exc}") from None
     try:
-        api.put_archive(ctr["Id"], "/", _solution_tar(solution))
-        api.start(ctr["Id"])
-        try:
-            code = api.wait(ctr["Id"], timeout=timeout or DEFAULT_TIMEOUT)["StatusCode"]
-        except requests.exceptions.RequestException:
+        engine.put_archive(cid, "/", _solution_tar(solution))
+        engine.start(cid)
+        code = engine.wait(cid, limit)
+        if code is None:
             raise SforgeError(f"{task.id}: the reference solution did not finish within "
-                              f"{timeout or DEFAULT_TIMEOUT:g} s") from None
+                              f"{limit:g} s")
         if code != 0:
-            tail = api.logs(ctr["Id"], tail=15).decode(errors="replace").strip()
+            lines = b"".join(engine.output(cid)).decode(errors="replace").splitlines()
+            tail = "\n".join(lines[-15:]).strip()
             what = {97: f"cwd {cwd} missing in the work image",
                     98: "packing the working directory failed"}.get(code, f"exit {code}")
             raise SforgeError(f"{task.id}: the reference solution failed ({what})"
                               + (f":\n    {tail}" if tail else ""))
-        stream, _ = api.get_archive(ctr["Id"], REFERENCE_TAR)
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as outer:
-            member = outer.next()
-            inner = outer.extractfile(member) if member is not None else None
-            if inner is None:
-                raise SforgeError(f"{task.id}: the packed working directory is missing")
-            data = inner.read()
-    except docker.errors.DockerException as exc:
+        packed = engine.read_file(cid, REFERENCE_TAR, _MAX_REFERENCE)
+        if packed is None or packed.kind != "file":
+            raise SforgeError(f"{task.id}: the packed working directory is "
+                              + ("missing" if packed is None else packed.kind))
+        data = packed.data
+    except (EngineError, ExtractConflict) as exc:
         raise InfrastructureError(f"{task.id}: running the reference solution: {exc}") from None
     finally:
-        with contextlib.suppress(docker.errors.DockerException):
-            api.remove_container(ctr["Id"], force=True)
+        with contextlib.suppress(InfrastructureError):
+            engine.remove_container(cid)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with gzip.GzipFile(tmp, "wb", mtime=0) as gz:
@@ -119,7 +124,7 @@ def make_references(pipe, reports: list, ex) -> None:
             continue
         agent_timeout = (task.metadata.get("imported") or {}).get("agent_timeout_sec")
         try:
-            path = make_reference(engine().client, pipe.refs[task.id]["work"].tag, task,
+            path = make_reference(engine(), pipe.refs[task.id]["work"].tag, task,
                                   reference_path(pipe.bench.root, task.id),
                                   timeout=agent_timeout)
         except SforgeError as exc:
