@@ -118,6 +118,11 @@ class ContainerEngine(ABC):
         return []
 
     @abstractmethod
+    def image_env(self, ref: str) -> list[str] | None:
+        """The image's configured environment ("NAME=value"), None when there is no such
+        image."""
+
+    @abstractmethod
     def push(self, local: str, remote: str) -> None: ...
 
     @abstractmethod
@@ -163,6 +168,17 @@ class ContainerEngine(ABC):
     def attach_stdio(self, cid: str) -> tuple[Any, socket.socket]:
         """A raw stdin/stdout channel (framed as Docker frames it); → (owner, socket): close
         both when done."""
+
+    @abstractmethod
+    def exec_start(self, cid: str, command: list[str], env: dict[str, str] | None = None,
+                   workdir: str | None = None,
+                   timeout: float | None = None) -> tuple[str, Iterator[bytes]]:
+        """Run `command` in the running container; → (exec id, its stdout+stderr until it
+        exits or the container stops). `timeout`: longest silence on the stream."""
+
+    @abstractmethod
+    def exec_state(self, eid: str) -> dict[str, Any]:
+        """The exec's record: Running, ExitCode (None while it runs)."""
 
     @abstractmethod
     def start(self, cid: str) -> None: ...
@@ -352,6 +368,10 @@ class DockerEngine(RegistryMixin, ContainerEngine):
     def image_tags(self, ref: str) -> list[str]:
         found = self._inspect_image(ref)
         return [] if found is None else list(found.get("RepoTags") or [])
+
+    def image_env(self, ref: str) -> list[str] | None:
+        found = self._inspect_image(ref)
+        return None if found is None else list((found.get("Config") or {}).get("Env") or [])
 
     def build(self, context, dockerfile, tag, buildargs, platform, on_line):
         import docker.errors
@@ -555,6 +575,31 @@ class DockerEngine(RegistryMixin, ContainerEngine):
         except Exception as exc:  # docker-py raises several unrelated types here
             raise EngineError(str(getattr(exc, "explanation", None) or exc)) from None
         return owner, owner._sock
+
+    def exec_start(self, cid, command, env=None, workdir=None, timeout=None):
+        body = {"Cmd": list(command), "AttachStdout": True, "AttachStderr": True,
+                "Env": None if env is None else [f"{k}={v}" for k, v in env.items()],
+                "WorkingDir": workdir or ""}
+        try:
+            eid = str(self._call("POST", f"/containers/{engine_http.quoted(cid)}/exec", None,
+                                 body)["Id"])
+            data = json.dumps({"Detach": False, "Tty": False}).encode()
+            answer = self.http.request("POST", f"/exec/{engine_http.quoted(eid)}/start", None,
+                                       data, {"Content-Type": "application/json",
+                                              "Content-Length": str(len(data))}, timeout)
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
+        except engine_http.Unreachable as exc:
+            raise EngineError(str(exc), unreachable=True) from None
+        except engine_http.CallTimeout as exc:
+            raise EngineError(str(exc)) from None
+        return eid, _frames(answer)
+
+    def exec_state(self, eid: str) -> dict[str, Any]:
+        try:
+            return dict(self._call("GET", f"/exec/{engine_http.quoted(eid)}/json"))
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
 
     def start(self, cid: str) -> None:
         try:

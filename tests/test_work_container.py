@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sforge.engine import DockerEngine
 from sforge.helper import helper_binary
 from sforge.runs.container import WorkContainer, WorkSpec
 from sforge.runs.proxy import HostSockets
@@ -87,9 +88,9 @@ def _probe(client, tmp_path: Path, internet: bool, targets, service_url: str) ->
     folder.mkdir()
     host = HostSockets(folder, service_url, None)
     host.start()
-    box = WorkContainer(client, WorkSpec(image=IMAGE, cwd="/work", env={}, helper=helper_binary(),
-                                         socket_dir=folder, internet=internet,
-                                         labels={"sforge.test": "probe"}))
+    box = WorkContainer(DockerEngine(client), WorkSpec(
+        image=IMAGE, cwd="/work", env={}, helper=helper_binary(), socket_dir=folder,
+        internet=internet, labels={"sforge.test": "probe"}))
     try:
         box.start()
         code, out = box.run(["python3", "-c", PROBE, json.dumps(targets)], check=False)
@@ -119,15 +120,27 @@ def test_no_internet_reaches_only_the_service(docker_client, tmp_path, host_serv
 
 
 def test_container_removed_and_swept(docker_client, tmp_path):
-    from sforge.runs.container import RUN_LABEL, sweep_stale_work_containers
+    from sforge.owner import sweep_stale_containers
+    from sforge.runs.container import HELPER_DIR, RUN_LABEL, SOCKET_DIR
 
-    box = WorkContainer(docker_client, WorkSpec(
+    box = WorkContainer(DockerEngine(docker_client), WorkSpec(
         image="busybox:1.36", cwd="/w", env={}, helper=helper_binary(), socket_dir=tmp_path,
         labels={"sforge.test": "sweep", "sforge.owner.pid": "999999999"}))
     box.start()
     cid = box.id
+    # the lockdown a work container is created with
+    attrs = docker_client.api.inspect_container(cid)
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "none" and host["Init"] is True
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["PidsLimit"] == WorkSpec.pids_limit and not host["CapDrop"]
+    assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "16m"}}
+    assert {m["Destination"]: m["RW"] for m in attrs["Mounts"]} == {
+        SOCKET_DIR: False, **{f"{HELPER_DIR}/sforge-{n}": False
+                              for n in ("submit", "helper", "game")}}
+    assert attrs["Config"]["Labels"][RUN_LABEL] == "1"
     # a dead owner's container (kill -9 of sforge) goes at the next run's sweep
-    assert cid in sweep_stale_work_containers(docker_client)
+    assert cid in sweep_stale_containers(DockerEngine(docker_client), RUN_LABEL)
     assert not docker_client.containers.list(all=True, filters={"id": cid,
                                                                   "label": RUN_LABEL})
     box.remove()  # already gone: no error
@@ -142,9 +155,9 @@ def test_socket_folder_is_read_only_to_the_agent(docker_client, tmp_path):
     (folder / "prompt.md").write_text("the prompt\n")
     host = HostSockets(folder, "http://127.0.0.1:9", None)  # nothing listens: connect only
     host.start()
-    box = WorkContainer(docker_client, WorkSpec(image="busybox:1.36", cwd="/w", env={},
-                                                helper=helper_binary(), socket_dir=folder,
-                                                labels={"sforge.test": "ro-sockets"}))
+    box = WorkContainer(DockerEngine(docker_client), WorkSpec(
+        image="busybox:1.36", cwd="/w", env={}, helper=helper_binary(), socket_dir=folder,
+        labels={"sforge.test": "ro-sockets"}))
     try:
         box.start()
         code, out = box.run(["sh", "-c", "cp /bin/busybox /run/sforge/sh && chmod 4755 "
@@ -167,7 +180,7 @@ def test_a_fork_bomb_stays_in_its_container(docker_client, tmp_path):
 
     assert WorkSpec(image="x", cwd="/", env={}, helper=tmp_path,
                     socket_dir=tmp_path).pids_limit == ContainerLimits().pids
-    box = WorkContainer(docker_client, WorkSpec(
+    box = WorkContainer(DockerEngine(docker_client), WorkSpec(
         image="busybox:1.36", cwd="/w", env={}, helper=helper_binary(), socket_dir=tmp_path,
         labels={"sforge.test": "pids"}, pids_limit=40))
     try:

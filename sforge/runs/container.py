@@ -26,16 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import docker
-import docker.errors
-import requests.exceptions
-from docker.types import LogConfig, Mount
-
-from ..engine import DockerEngine
+from ..engine import ContainerEngine, ContainerSpec, EngineError, ImageMissing, Mount
 from ..errors import InfrastructureError
 from ..judge import ContainerLimits
 from ..owner import labels as owner_labels
-from ..owner import sweep_stale_containers
 from ..units import parse_memory
 
 RUN_LABEL = "sforge.run"
@@ -44,7 +38,6 @@ RUN_DIR_LABEL = "sforge.run.dir"  # the run's folder: which container is whose
 SOCKET_DIR = "/run/sforge"        # bind-mounted host folder: service.sock, model.sock, prompt
 HELPER_DIR = "/opt/sforge/bin"    # sforge-submit, sforge-game, sforge-helper (one binary)
 MODEL_PORT = 8765                 # the relay's loopback port for the model proxy
-_DOCKER_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 @dataclass
@@ -83,9 +76,8 @@ class ExecResult:
 class WorkContainer:
     """create → start → exec agent (maybe again) → kill → workspace → remove (always)."""
 
-    def __init__(self, client: docker.DockerClient, spec: WorkSpec):
-        self.client = client
-        self.api = client.api
+    def __init__(self, engine: ContainerEngine, spec: WorkSpec):
+        self.engine = engine
         self.spec = spec
         self.id: str | None = None
 
@@ -94,12 +86,12 @@ class WorkContainer:
 
     def image_path(self) -> str:
         try:
-            env = self.api.inspect_image(self.spec.image)["Config"].get("Env") or []
-        except docker.errors.ImageNotFound:
-            raise InfrastructureError(f"work image {self.spec.image} not found on the Docker "
-                                      "daemon (build it: sforge build --task ID)") from None
-        except _DOCKER_ERRORS as exc:
+            env = self.engine.image_env(self.spec.image)
+        except InfrastructureError as exc:
             raise self._infra("inspecting the image", exc) from None
+        if env is None:
+            raise InfrastructureError(f"work image {self.spec.image} not found on the Docker "
+                                      "daemon (build it: sforge build --task ID)")
         for item in env:
             if item.startswith("PATH="):
                 return item[5:]
@@ -109,46 +101,41 @@ class WorkContainer:
         s = self.spec
         mounts = [
             # read-only: a host folder; connecting to its sockets needs no write access
-            Mount(SOCKET_DIR, str(s.socket_dir), type="bind", read_only=True),
-            Mount(f"{HELPER_DIR}/sforge-submit", str(s.helper), type="bind", read_only=True),
-            Mount(f"{HELPER_DIR}/sforge-helper", str(s.helper), type="bind", read_only=True),
-            Mount(f"{HELPER_DIR}/sforge-game", str(s.helper), type="bind", read_only=True),
+            Mount(str(s.socket_dir), SOCKET_DIR, read_only=True),
+            Mount(str(s.helper), f"{HELPER_DIR}/sforge-submit", read_only=True),
+            Mount(str(s.helper), f"{HELPER_DIR}/sforge-helper", read_only=True),
+            Mount(str(s.helper), f"{HELPER_DIR}/sforge-game", read_only=True),
         ]
         if s.bundle is not None:
-            mounts.append(Mount(s.bundle_mount, str(s.bundle), type="bind", read_only=True))
-        memory = parse_memory(s.memory) if s.memory else None
-        host_config = self.api.create_host_config(
-            init=True,
-            network_mode="bridge" if s.internet else "none",
-            nano_cpus=int(s.cpus * 1e9) if s.cpus else None,
-            mem_limit=memory, memswap_limit=memory,
-            mounts=mounts, pids_limit=s.pids_limit, security_opt=["no-new-privileges"],
-            log_config=LogConfig(type="json-file", config={"max-size": "16m"}),
-        )
+            mounts.append(Mount(str(s.bundle), s.bundle_mount, read_only=True))
         # The relay is the main process: a loopback port for TCP-only model clients.
-        relay = [f"{HELPER_DIR}/sforge-helper", "relay", f"127.0.0.1:{MODEL_PORT}",
-                 f"{SOCKET_DIR}/model.sock"]
+        relay = (f"{HELPER_DIR}/sforge-helper", "relay", f"127.0.0.1:{MODEL_PORT}",
+                 f"{SOCKET_DIR}/model.sock")
+        box = ContainerSpec(
+            image=s.image, command=relay, cwd=s.cwd, env=dict(s.env),
+            labels={**owner_labels(RUN_LABEL), **s.labels},
+            cpus=s.cpus or 0, memory=parse_memory(s.memory) if s.memory else 0,  # 0: unbounded
+            network="bridge" if s.internet else "none", init=True,
+            drop_caps=False,  # the agent keeps Docker's default capabilities (apt, chown, …)
+            no_new_privileges=True, pids=s.pids_limit, keep_output=True, log_max="16m",
+            mounts=tuple(mounts), name=s.name)
         try:
-            resp = self.api.create_container(
-                s.image, entrypoint=relay, command=[], working_dir=s.cwd,
-                environment=s.env, labels={**owner_labels(RUN_LABEL), **s.labels},
-                host_config=host_config, detach=True, name=s.name)
-            self.id = resp["Id"]
-            self.api.start(self.id)
-        except docker.errors.ImageNotFound:
+            self.id = self.engine.create_container(box)
+            self.engine.start(self.id)
+        except ImageMissing:
             raise InfrastructureError(f"work image {s.image} not found on the Docker daemon "
                                       "(build it: sforge build --task ID)") from None
-        except _DOCKER_ERRORS as exc:
+        except EngineError as exc:
             raise self._infra("starting", exc) from None
 
     def run(self, cmd: list[str], check: bool = True, env: dict[str, str] | None = None,
             workdir: str | None = None) -> tuple[int, bytes]:
         """A short command in the running container (setup steps, probes, the final submit)."""
         try:
-            ex = self.api.exec_create(self.id, cmd, environment=env, workdir=workdir)
-            out = self.api.exec_start(ex["Id"])
-            code = self.api.exec_inspect(ex["Id"])["ExitCode"]
-        except _DOCKER_ERRORS as exc:
+            eid, stream = self.engine.exec_start(self._cid, cmd, env, workdir, timeout=600)
+            out = b"".join(stream)
+            code = self.engine.exec_state(eid)["ExitCode"]
+        except EngineError as exc:
             raise self._infra(f"exec {cmd[0]}", exc) from None
         if check and code != 0:
             raise InfrastructureError(f"{' '.join(cmd)} failed in the work container "
@@ -161,14 +148,13 @@ class WorkContainer:
         should_stop() says so; its output goes to `log`. On a stop the container is killed."""
         started = time.monotonic()
         try:
-            ex = self.api.exec_create(self.id, ["/bin/sh", "-c", script], environment=env,
-                                      workdir=self.spec.cwd)
-            stream = self.api.exec_start(ex["Id"], stream=True)
-        except _DOCKER_ERRORS as exc:
+            eid, stream = self.engine.exec_start(self._cid, ["/bin/sh", "-c", script], env,
+                                                 self.spec.cwd)
+        except EngineError as exc:
             raise self._infra("starting the agent", exc) from None
 
         def pump() -> None:
-            with contextlib.suppress(*_DOCKER_ERRORS, OSError, ValueError):
+            with contextlib.suppress(EngineError, OSError, ValueError):
                 for chunk in stream:
                     log.write(chunk)
                     log.flush()
@@ -182,32 +168,33 @@ class WorkContainer:
                 return ExecResult(None, time.monotonic() - started)
             reader.join(0.2)
         try:
-            info = self.api.exec_inspect(ex["Id"])
-        except _DOCKER_ERRORS as exc:
+            info = self.engine.exec_state(eid)
+            if info.get("Running"):  # stream closed early: wait for the process
+                while self.engine.exec_state(eid).get("Running"):
+                    if time.time() >= deadline or should_stop():
+                        self.kill()
+                        return ExecResult(None, time.monotonic() - started)
+                    time.sleep(0.2)
+                info = self.engine.exec_state(eid)
+        except EngineError as exc:
             raise self._infra("reading the agent's exit code", exc) from None
-        if info.get("Running"):  # stream closed early: wait for the process
-            while self.api.exec_inspect(ex["Id"]).get("Running"):
-                if time.time() >= deadline or should_stop():
-                    self.kill()
-                    return ExecResult(None, time.monotonic() - started)
-                time.sleep(0.2)
-            info = self.api.exec_inspect(ex["Id"])
         return ExecResult(info.get("ExitCode"), time.monotonic() - started)
 
     def kill(self) -> None:
         if self.id is None:
             return
-        with contextlib.suppress(*_DOCKER_ERRORS):
-            self.api.kill(self.id)
+        with contextlib.suppress(InfrastructureError):
+            self.engine.kill(self.id)
 
     def restart(self) -> None:
         """Start the stopped container again: the agent's processes are gone, its files and
         mounts are not, so the helper can pack the final workspace exactly as the agent's
         own submissions were packed (same files, same archive, same eval key)."""
         try:
-            self.api.wait(self.id, timeout=30)
-            self.api.start(self.id)
-        except _DOCKER_ERRORS as exc:
+            if self.engine.wait(self._cid, 30) is None:
+                raise EngineError("it did not stop within 30 s of the kill")
+            self.engine.start(self._cid)
+        except EngineError as exc:
             raise self._infra("restarting for the final workspace", exc) from None
 
     def remove(self) -> None:
@@ -215,14 +202,14 @@ class WorkContainer:
             return
         for _ in range(3):
             try:
-                self.api.remove_container(self.id, force=True)
+                self.engine.remove_container(self.id)  # False: gone, or being removed
                 return
-            except docker.errors.NotFound:
-                return
-            except _DOCKER_ERRORS:
+            except InfrastructureError:
                 time.sleep(0.5)
 
+    @property
+    def _cid(self) -> str:
+        if self.id is None:
+            raise InfrastructureError(f"work container of {self.spec.image}: not started")
+        return self.id
 
-def sweep_stale_work_containers(client: docker.DockerClient) -> list[str]:
-    """Work containers of sforge processes that died (kill -9): removed at the next run."""
-    return sweep_stale_containers(DockerEngine(client), RUN_LABEL)

@@ -31,16 +31,17 @@ from ..errors import SforgeError
 from ..fileio import HeadTail, atomic_write_json
 from ..games import is_game
 from ..grading import container_limits
+from ..owner import sweep_stale_containers
 from .agents import MOUNT, Agent, load_agent
 from .bundle import ensure_bundle
 from .container import (
     MODEL_PORT,
     RUN_DIR_LABEL,
     RUN_ID_LABEL,
+    RUN_LABEL,
     SOCKET_DIR,
     WorkContainer,
     WorkSpec,
-    sweep_stale_work_containers,
 )
 from .prompt import build_prompt, submit_env
 from .proxy import HostSockets, ModelRoute
@@ -184,8 +185,7 @@ class _Run:
         work = self.pipe.refs[task.id]["work"]
         if self.pipe.registry and eng.image_id(work.tag) is None:
             ensure_local(self.pipe, eng, work)  # a cluster node: the work image from the registry
-        client = eng.client
-        sweep_stale_work_containers(client)
+        sweep_stale_containers(eng, RUN_LABEL)  # work containers of runs killed with -9
         started = _now()
         deadline = time.time() + spec.timeout_s
         log_path = self.folder / "agent.log"
@@ -200,13 +200,13 @@ class _Run:
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
         try:
-            return self._attempt(record, bundle, client, started, deadline, log_path,
+            return self._attempt(record, bundle, eng, started, deadline, log_path,
                                  transcript, route)
         finally:
             running.unlink(missing_ok=True)
             (self.folder / "cancel").unlink(missing_ok=True)
 
-    def _attempt(self, record, bundle, client, started, deadline, log_path, transcript,
+    def _attempt(self, record, bundle, eng, started, deadline, log_path, transcript,
                  route) -> dict[str, Any]:
         from ..service.client import ServiceClient
         from .service import run_service
@@ -236,7 +236,7 @@ class _Run:
                     if (task.dir / "instruction.md").is_file() else "",
                     spec.timeout_s, _iso(datetime.fromtimestamp(deadline, UTC)),
                     spec.budget, spec.cooldown_s, games_settings(self.pipe.config)))
-                box = WorkContainer(client, WorkSpec(
+                box = WorkContainer(eng, WorkSpec(
                     image=self.pipe.refs[task.id]["work"].tag, cwd=task.environment.cwd,
                     env={}, helper=_helper(), socket_dir=sockets, bundle=bundle,
                     bundle_mount=MOUNT, cpus=spec.cpus_for(task), memory=spec.memory_for(task),
