@@ -55,18 +55,23 @@ def python_check(node: str) -> Check:
     return Check(node, "python", True, detail)
 
 
+_REACH_DOCKER = ("start dockerd on {node} and let this user reach it (docker group or "
+                 "DOCKER_HOST); `docker info` must work inside a job")
+
+
 def docker_check(node: str) -> Check:
+    from .engine import EngineError
     from .targets import engine
 
     try:
-        info = engine().client.info()
-    except InfrastructureError as exc:
-        return Check(node, "docker", False, str(exc),
-                     f"start dockerd on {node} and let this user reach it (docker group or "
-                     "DOCKER_HOST); `docker info` must work inside a job")
-    except Exception as exc:  # the SDK raises several unrelated types
-        return Check(node, "docker", False, f"docker info failed: {exc}",
-                     f"check dockerd on {node}")
+        info = engine().info()
+    except EngineError as exc:
+        if not exc.unreachable:
+            return Check(node, "docker", False, f"docker info failed: {exc}",
+                         f"check dockerd on {node}")
+        return Check(node, "docker", False, str(exc), _REACH_DOCKER.format(node=node))
+    except InfrastructureError as exc:  # DOCKER_HOST's transport or TLS settings
+        return Check(node, "docker", False, str(exc), _REACH_DOCKER.format(node=node))
     return Check(node, "docker", True,
                  f"daemon {info.get('Name')} (Docker {info.get('ServerVersion')}, "
                  f"{info.get('Images')} images, root {info.get('DockerRootDir')})")

@@ -2,8 +2,9 @@
 
 Everything above this module speaks of tags, build contexts and ContainerSpecs; only here do
 Docker's API and its errors appear, turned into InfrastructureError (EngineError for container
-calls) with a message that names the image. Judges, game servers and the stale-container sweep
-make every container call through ContainerEngine.
+calls) with a message that names the image. Judges, game servers, runs' work containers, an
+import's reference solution, the stale-container sweep and `sforge doctor` make every container
+call through ContainerEngine; no other module imports the docker SDK (a test checks).
 """
 
 from __future__ import annotations
@@ -137,6 +138,10 @@ class ContainerEngine(ABC):
     @abstractmethod
     def daemon(self) -> str:
         """Where the engine is (for messages): a socket path or a URL."""
+
+    @abstractmethod
+    def info(self) -> dict[str, Any]:
+        """The daemon's own record (Name, ServerVersion, Images, DockerRootDir, …)."""
 
     @property
     def shares_files(self) -> bool:
@@ -427,6 +432,12 @@ class DockerEngine(RegistryMixin, ContainerEngine):
     @property
     def daemon(self) -> str:
         return self.http.daemon
+
+    def info(self) -> dict[str, Any]:
+        try:
+            return dict(self._call("GET", "/info"))
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
 
     @property
     def shares_files(self) -> bool:
