@@ -13,31 +13,18 @@ The machine is shared: the load average is printed beside each figure.
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import os
 import statistics
-import tarfile
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from common import remove_images, row, sforge, timed
+from common import remove_images, row, sforge, tar_gz, timed
 from genbench import make_benchmark
 
 from sforge.service.client import ServiceClient, ServiceError
 from sforge.service.launch import start_service
-
-
-def tgz(answer: str) -> bytes:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as tar:
-        data = answer.encode()
-        info = tarfile.TarInfo("answer.txt")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
 
 
 def load() -> str:
@@ -58,7 +45,7 @@ def overhead(tmp: Path, n: int) -> None:
     name = f"svcbench{int(time.time())}"
     bench = tmp / "b1"
     tasks = make_benchmark(bench, 1, name=name)
-    archives = [tgz(f"{i % 10}.{i}") for i in range(n)]
+    archives = [tar_gz(f"{i % 10}.{i}") for i in range(n)]
     try:
         timed(sforge(bench, tmp / "r-grade", "build", "-j", "2"))
         for i, data in enumerate(archives):
@@ -118,7 +105,7 @@ def burst(tmp: Path, n: int, clients: int, pending: int) -> None:
             client = ServiceClient(handle.url, tokens[c])
             for k in range(per):
                 try:
-                    sub = client.submit(tgz(f"{c}.{k}"))
+                    sub = client.submit(tar_gz(f"{c}.{k}"))
                     with lock:
                         stats["accepted"] += 1
                     done = client.wait(sub["id"])
