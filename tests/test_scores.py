@@ -625,3 +625,16 @@ def test_per_task_tables_redo_only_the_changed_task(bench, world, tmp_path):
     assert best_of(world.run(bench, [2]), "B", "max_task")["score"] == 199.0
     # a submission gone from one task redoes that task alone
     assert write_tables(bench, world.records[1:], table_paths(out), [2]) == 1
+
+
+def test_reading_results_does_not_import_pandas():
+    """Grading reads stored results through sforge.scores.cache; only the tables need
+    pandas (most of a second to import), so a grade that makes no table never loads it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, sforge.scores.cache, sforge.scores.folders; "
+            "assert 'pandas' not in sys.modules, 'pandas imported'; "
+            "from sforge.scores import write_scores, read_results; "
+            "assert 'pandas' in sys.modules and callable(write_scores)")
+    subprocess.run([sys.executable, "-c", code], check=True)

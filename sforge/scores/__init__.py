@@ -31,38 +31,85 @@ Modules: tables (schemas, CSV I/O), cache (parsed result files), ranking (scores
 best.csv), leaderboard (leaderboard, budgets).
 """
 
-from .cache import read_results
-from .leaderboard import (
-    DEFAULT_BUDGETS_H,
-    budget_rows,
-    category_columns,
-    leaderboard_rows,
-    leaderboard_text,
-    write_leaderboard,
-)
-from .ranking import (
-    best_rows,
-    newest_first,
-    not_valid_rows,
-    rescale_column,
-    score_rows,
-    write_best,
-    write_scores,
-)
-from .tables import (
-    BEST_COLUMNS,
-    BUDGETS_COLUMNS,
-    LEADERBOARD_HEAD,
-    LEADERBOARD_TAIL,
-    RANKING_COLUMNS,
-    SCORES_COLUMNS,
-    csv_text,
-    read_best,
-    read_budgets,
-    read_leaderboard,
-    read_scores,
-    read_table,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on first use
+    from .cache import read_results
+    from .leaderboard import (
+        DEFAULT_BUDGETS_H,
+        budget_rows,
+        category_columns,
+        leaderboard_rows,
+        leaderboard_text,
+        write_leaderboard,
+    )
+    from .ranking import (
+        best_rows,
+        newest_first,
+        not_valid_rows,
+        rescale_column,
+        score_rows,
+        write_best,
+        write_scores,
+    )
+    from .tables import (
+        BEST_COLUMNS,
+        BUDGETS_COLUMNS,
+        LEADERBOARD_HEAD,
+        LEADERBOARD_TAIL,
+        RANKING_COLUMNS,
+        SCORES_COLUMNS,
+        csv_text,
+        read_best,
+        read_budgets,
+        read_leaderboard,
+        read_scores,
+        read_table,
+    )
+
+# name → its module: `from sforge.scores.cache import ...` (what grading reads) must not
+# import pandas, which the table modules need (~0.7 s on this machine)
+_EXPORTS = {
+    "read_results": "cache",
+    "DEFAULT_BUDGETS_H": "leaderboard",
+    "budget_rows": "leaderboard",
+    "category_columns": "leaderboard",
+    "leaderboard_rows": "leaderboard",
+    "leaderboard_text": "leaderboard",
+    "write_leaderboard": "leaderboard",
+    "best_rows": "ranking",
+    "newest_first": "ranking",
+    "not_valid_rows": "ranking",
+    "rescale_column": "ranking",
+    "score_rows": "ranking",
+    "write_best": "ranking",
+    "write_scores": "ranking",
+    "BEST_COLUMNS": "tables",
+    "BUDGETS_COLUMNS": "tables",
+    "LEADERBOARD_HEAD": "tables",
+    "LEADERBOARD_TAIL": "tables",
+    "RANKING_COLUMNS": "tables",
+    "SCORES_COLUMNS": "tables",
+    "csv_text": "tables",
+    "read_best": "tables",
+    "read_budgets": "tables",
+    "read_leaderboard": "tables",
+    "read_scores": "tables",
+    "read_table": "tables",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BEST_COLUMNS", "BUDGETS_COLUMNS", "DEFAULT_BUDGETS_H", "LEADERBOARD_HEAD",
