@@ -107,6 +107,9 @@ func (s *service) send(method, url string, body []byte, ctype string) ([]byte, h
 			fmt.Fprintf(os.Stderr, "%s: service busy (%s); retrying in %s\n",
 				progName, message(data), wait)
 			time.Sleep(wait)
+			// The service may have closed the idle connection meanwhile (uvicorn keeps one
+			// 5 s, as long as a default Retry-After): the retry takes a new one.
+			s.client.CloseIdleConnections()
 			continue
 		}
 		if resp.StatusCode >= 300 {
