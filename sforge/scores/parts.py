@@ -29,9 +29,11 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..fileio import atomic_write_bytes, atomic_write_text
@@ -99,48 +101,69 @@ def index_entry(rows: pd.DataFrame) -> dict[str, Any]:
             "bad": {c: bad[c].head(NEWEST_INVALID).tolist() for c in INVALID_FIELDS}}
 
 
-def _split(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    return dict(tuple(frame.groupby("task", sort=False))) if len(frame) else {}
+def _spans(tasks: list[str]) -> dict[str, tuple[int, int]]:
+    """task → (first row, end) in a column sorted by task."""
+    cuts = [i for i in range(1, len(tasks)) if tasks[i] != tasks[i - 1]]
+    starts, ends = [0, *cuts], [*cuts, len(tasks)]
+    return {tasks[a]: (a, b) for a, b in zip(starts, ends, strict=True)} if tasks else {}
 
 
 def _make_parts(bench: Benchmark, records: list[tuple[Submission, Path]], hours: list[float],
                 cache: Path) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
-    """The parts of every task of `records`, computed together (one pass, then split), and
-    their rows of scores.csv."""
+    """The parts of every task of `records`, computed together and split by task: each table
+    is made once over all rows by the very functions the one-table path uses, and its rows
+    are dealt out to their tasks from plain lists (no pandas operation per task). → the
+    parts and their rows of scores.csv."""
     frame = score_rows(bench, records, cache, prune=False)
     tasks = frame["task"].tolist()
+    sources = frame["source"].tolist()
+    spans = _spans(tasks)
     lines = csv_lines(frame)
     parts: dict[str, dict[str, Any]] = {}
-    for i, task_id in enumerate(tasks):  # rows are sorted by task
-        part = parts.get(task_id)
-        if part is None:
-            part = parts[task_id] = {"lines": [], "best": {c: [] for c in BEST_COLUMNS},
-                                     "budgets": [], "people": {}, "timed": set()}
-        part["lines"].append(lines[i])
-    for task_id, best in _split(best_rows(bench, frame)).items():
-        parts[task_id]["best"] = {c: best[c].tolist() for c in BEST_COLUMNS}
-    timed = frame[frame["elapsed_s"].notna()]
-    for task_id, source in zip(timed["task"].tolist(), timed["source"].tolist(), strict=True):
-        parts[task_id]["timed"].add(source)
-    if len(timed) and hours:
-        ranked = _ranked(bench, timed)
+    for task_id, (a, b) in spans.items():
+        parts[task_id] = {"lines": "".join(lines[a:b]), "best": {c: [] for c in BEST_COLUMNS},
+                          "budgets": [], "people": {}, "timed": [],
+                          "index": {"graded": b - a, "invalid": 0, "sources": set(),
+                                    "bad": {c: [] for c in INVALID_FIELDS}}}
+    best = best_rows(bench, frame)
+    best_cols = {c: best[c].tolist() for c in BEST_COLUMNS}
+    for i, task_id in enumerate(best_cols["task"]):  # in best.csv's order within each task
+        into = parts[task_id]["best"]
+        for c, values in best_cols.items():
+            into[c].append(values[i])
+    timed = ~np.isnan(frame["elapsed_s"].to_numpy(dtype="float64", na_value=np.nan))
+    for task_id, source in set(zip(compress(tasks, timed), compress(sources, timed), strict=True)):
+        parts[task_id]["timed"].append(source)
+    if timed.any() and hours:
+        ranked = _ranked(bench, frame[timed])
         for h in hours:
             b = _best_of(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
             for s, t, r in zip(b["source"].tolist(), b["task"].tolist(), b["rescaled"].tolist(),
                                strict=True):
                 parts[t]["budgets"].append([s, h, r])
-    for task_id, source, agent, model in zip(tasks, frame["source"].tolist(),
-                                             frame["agent"].tolist(), frame["model"].tolist(),
-                                             strict=True):
+    # Each (task, source, agent, model) once, in order of first appearance: the lists keep
+    # the order in which a row first shows each agent and model.
+    for task_id, source, agent, model in dict.fromkeys(zip(
+            tasks, sources, frame["agent"].tolist(), frame["model"].tolist(), strict=True)):
         entry = parts[task_id]["people"].setdefault(source, [[], []])
         for slot, value in ((0, agent), (1, model)):
             if isinstance(value, str) and value not in entry[slot]:
                 entry[slot].append(value)
-    for task_id, rows in _split(frame).items():
-        parts[task_id]["index"] = index_entry(rows)
+    # The index: newest_first over all rows keeps, within one task, the order it gives that
+    # task's rows alone (the task is one of its keys, and it is stable).
+    for task_id, source in set(zip(tasks, sources, strict=True)):
+        parts[task_id]["index"]["sources"].add(source)
+    bad = not_valid_rows(frame)
+    bad_cols = {c: bad[c].tolist() for c in INVALID_FIELDS}
+    for i, task_id in enumerate(bad_cols["task"]):
+        index = parts[task_id]["index"]
+        index["invalid"] += 1
+        if index["invalid"] <= NEWEST_INVALID:
+            for c, values in bad_cols.items():
+                index["bad"][c].append(values[i])
     for part in parts.values():
-        part["lines"] = "".join(part["lines"])
-        part["timed"] = sorted(part["timed"])
+        part["timed"].sort()
+        part["index"]["sources"] = sorted(part["index"]["sources"])
     return parts, frame
 
 
