@@ -627,6 +627,24 @@ def test_per_task_tables_redo_only_the_changed_task(bench, world, tmp_path):
     assert write_tables(bench, world.records[1:], table_paths(out), [2]) == 1
 
 
+def test_per_task_tables_redo_all_when_scores_csv_is_not_theirs(bench, world, tmp_path):
+    """The parts keep their rows as places in the scores.csv written with them: once that
+    file is written by anything else (or is gone), every part is computed again."""
+    world.add("A", "max_task", 150.0, elapsed_s=60.0, agent="x")
+    world.add("B", "min_task", 40.0, elapsed_s=600.0)
+    world.add("B", "piece_task", PW_R30, model="m")
+    out = tmp_path / "parts"
+    assert write_tables(bench, world.records, table_paths(out), [2]) == 3
+    want = {name: (out / name).read_bytes() for name in TABLES}
+    scores.write_scores(bench, world.records[:1], out / "scores.csv", cache=False)
+    assert write_tables(bench, world.records, table_paths(out), [2]) == 3
+    assert {name: (out / name).read_bytes() for name in TABLES} == want
+    (out / "scores.csv").unlink()
+    assert write_tables(bench, world.records, table_paths(out), [2]) == 3
+    assert write_tables(bench, world.records, table_paths(out), [2]) == 0
+    assert {name: (out / name).read_bytes() for name in TABLES} == want
+
+
 def test_reading_results_does_not_import_pandas():
     """Grading reads stored results through sforge.scores.cache; only the tables need
     pandas (most of a second to import), so a grade that makes no table never loads it."""

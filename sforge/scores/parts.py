@@ -15,9 +15,15 @@ functions the one-table path uses, then split by task), so both paths give the s
 `sforge report` goes one step further (update_tables): a task whose folder fingerprint
 (sforge.scores.folders) is the one stored with its part is not even listed: no archive, no
 result and no submission record of it is looked at, so one changed result among 100,000
-costs its task and a concatenation. Each part also holds what the report's index needs of
-the task's rows (counts, sources, the newest invalid rows), so the index is made without
+costs its task and a concatenation. The others are all computed, so they need no digest
+(100,000 stats saved on a cold report). Each part also holds what the report's index needs
+of the task's rows (counts, sources, the newest invalid rows), so the index is made without
 reading scores.csv back.
+
+A part's rows of scores.csv are kept as their place in the scores.csv written with the
+store (tagged with that file's stat): the next scores.csv copies them from there, and a
+cold report writes its 23 MB of rows once, not twice over 200 more files. A scores.csv
+written by anything else, or gone, leaves every part to be computed again.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import json
 import logging
 import math
 import os
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -36,17 +43,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..fileio import atomic_write_bytes, atomic_write_text
+from ..errors import SforgeError
+from ..fileio import atomic_write_bytes, atomic_write_text, create_temp
 from ..model import Benchmark
 from ..submissions import Submission
-from .cache import _cache_path, _dumps, _loads, _missing, prune_shards
+from .cache import _cache_path, _dumps, _loads, _missing, _sig, prune_shards
 from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
 from .ranking import best_rows, not_valid_rows, score_rows
 from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _bulk, _empty, csv_lines
 
 log = logging.getLogger(__name__)
 
-_PARTS_VERSION = "3"
+_PARTS_VERSION = "4"
 NEWEST_INVALID = 100  # invalid rows per task kept for the report's index (it lists the newest)
 # What the index shows of an invalid row (sforge.report).
 INVALID_FIELDS = ("task", "source", "name", "key", "reason", "summary", "graded_at")
@@ -174,76 +182,70 @@ class PartsUpdate:
     frame: pd.DataFrame | None = None  # their rows of scores.csv (None when none made)
     fingerprints: dict[str, str | None] = field(default_factory=dict)
     changed: bool = False  # whether any table can differ from the last one written
+    # For saving the store: the fingerprints to keep, those it holds, and the stat of the
+    # scores.csv its parts' rows are in.
+    keep_fps: dict[str, str] = field(default_factory=dict)
+    old_fps: dict[str, Any] = field(default_factory=dict)
+    csv: str | None = None
 
 
-_STORES: dict[tuple[str, str], tuple[dict[str, Any], dict[str, Any]]] = {}
+_STORES: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Any], str | None]] = {}
 
 
-def _lines_dir(store: Path) -> Path:
-    """Each part's rows of scores.csv as its own file, so the store stays small."""
-    return store.with_name(f"{store.name}.lines")
-
-
-def _lines_name(task_id: str, sig: str) -> str:
-    return f"{hashlib.sha256(task_id.encode()).hexdigest()[:16]}-{sig[:24]}.csv"
-
-
-def _load_store(store: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(parts, fingerprints) as stored; read once per process while the file stays put.
-    A part whose rows file is gone is left out (it is computed again)."""
+def _csv_sig(scores_csv: Path) -> str | None:
     try:
-        st = os.stat(store)
-        memo = (os.fspath(store), f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+        return _sig(os.stat(scores_csv))
+    except OSError:
+        return None
+
+
+def _load_store(scores_csv: Path) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """(parts, fingerprints, stat of the scores.csv written with them) as stored; read once
+    per process while the files stay put. A part's rows are where it says in that
+    scores.csv: when the file there is no longer that one (gone, or written by anything
+    else), every part is left out (computed again)."""
+    store = _parts_path(scores_csv)
+    try:
+        memo = (os.fspath(store), _sig(os.stat(store)), str(_csv_sig(scores_csv)))
         if memo in _STORES:
             return _STORES[memo]
         cached = _loads(store.read_bytes())
     except (OSError, ValueError):
-        return {}, {}
+        return {}, {}, None
     if not isinstance(cached, dict) or cached.get("version") != _PARTS_VERSION:
-        return {}, {}
-    parts, fps = cached.get("parts"), cached.get("fingerprints")
-    parts = parts if isinstance(parts, dict) else {}
-    try:
-        present = set(os.listdir(_lines_dir(store)))
-    except OSError:
-        present = set()
-    parts = {t: p for t, p in parts.items() if isinstance(p, dict) and p.get("file") in present}
+        return {}, {}, None
+    parts, fps, csv = cached.get("parts"), cached.get("fingerprints"), cached.get("csv")
+    if not isinstance(parts, dict) or csv is None or csv != _csv_sig(scores_csv):
+        parts, csv = {}, None
+    parts = {t: p for t, p in parts.items() if isinstance(p, dict) and "at" in p}
     _STORES.clear()
-    _STORES[memo] = (parts, fps if isinstance(fps, dict) else {})
+    _STORES[memo] = (parts, fps if isinstance(fps, dict) else {}, csv)
     return _STORES[memo]
 
 
-def _save_store(store: Path, parts: dict[str, dict[str, Any]], fps: dict[str, Any],
-                made: set[str]) -> None:
-    """The new parts' rows files, then the store, then the rows files no part names."""
+def _save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | None,
+                fps: dict[str, Any]) -> None:
+    """The store: each part (its rows by their place in the scores.csv whose stat is `csv`)
+    and the fingerprints."""
     # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
     finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
                      for c in ("score", "rescaled", "elapsed_s") for x in p["best"][c])
-    lines = _lines_dir(store)
+    store = _parts_path(scores_csv)
     try:
-        for t in made:
-            atomic_write_text(lines / parts[t]["file"], parts[t]["lines"])
         atomic_write_bytes(store, _dumps({
-            "version": _PARTS_VERSION, "fingerprints": fps,
+            "version": _PARTS_VERSION, "csv": csv, "fingerprints": fps,
             "parts": {t: {k: v for k, v in p.items() if k != "lines"} for t, p in parts.items()}},
             finite))
-        keep = {p["file"] for p in parts.values()}
-        for name in os.listdir(lines):
-            if name not in keep and not name.startswith("."):
-                (lines / name).unlink(missing_ok=True)
+        old_lines = store.with_name(f"{store.name}.lines")  # version 3 kept rows apart
+        if old_lines.is_dir():
+            shutil.rmtree(old_lines, ignore_errors=True)
     except OSError as exc:  # a read-only tree still aggregates, only slower
         log.warning("cannot write the table cache %s: %s", store, exc)
 
 
-def _part_lines(store: Path, part: dict[str, Any]) -> str:
-    if "lines" in part:
-        return part["lines"]
-    return (_lines_dir(store) / part["file"]).read_text()
-
-
 def fresh_tasks(scores_csv: Path, fingerprints: dict[str, str | None]) -> set[str]:
     """The tasks whose stored part (or stored absence of rows) has this very fingerprint."""
-    old, old_fps = _load_store(_parts_path(scores_csv))
+    old, old_fps, _ = _load_store(scores_csv)
     return _fresh(old, old_fps, fingerprints)
 
 
@@ -260,11 +262,11 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
 
     With `fingerprints` (task → folder fingerprint, for every task of the benchmark), a task
     whose fingerprint is the stored one keeps its part untouched and `records_of(tasks)` is
-    asked only for the records of the others (`records` is then not used)."""
-    store = _parts_path(scores_csv)
-    old, old_fps = _load_store(store)
-    head = json.dumps([_PARTS_VERSION, hours])
+    asked only for the records of the others (`records` is then not used); those are all
+    computed (their pages want their rows anyway), so no digest is taken."""
+    old, old_fps, csv = _load_store(scores_csv)
     fresh: set[str] = set()
+    sigs: dict[str, str | None] = {}
     if fingerprints is not None:
         fresh = _fresh(old, old_fps, fingerprints)
         asked = [t for t in fingerprints if t not in fresh]
@@ -272,14 +274,15 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
     by_task: dict[str, list[tuple[Submission, Path]]] = {}
     for sub, path in records:
         by_task.setdefault(sub.task, []).append((sub, path))
-    sigs = {t: _digest(head + _task_settings(bench, t), recs) for t, recs in by_task.items()}
-    # Tasks asked by fingerprint are all computed: their pages want their rows anyway.
+    if fingerprints is None:
+        head = json.dumps([_PARTS_VERSION, hours])
+        sigs = {t: _digest(head + _task_settings(bench, t), recs) for t, recs in by_task.items()}
     stale = [t for t in sorted(by_task) if fingerprints is not None
              or not (isinstance(old.get(t), dict) and old[t].get("sig") == sigs[t])]
     made, frame = _make_parts(bench, [r for t in stale for r in by_task[t]], hours,
                               _cache_path(scores_csv)) if stale else ({}, None)
     tasks = sorted(set(by_task) | {t for t in fresh if t in old})
-    parts = {t: {**made[t], "sig": sigs[t], "file": _lines_name(t, sigs[t]),
+    parts = {t: {**made[t], "sig": sigs.get(t),
                  "dirs": sorted({os.path.dirname(os.fspath(p)) for _, p in by_task[t]})}
              if t in made else old[t] for t in tasks}
     new_fps: dict[str, Any] = {}
@@ -288,12 +291,11 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
             if fp is not None:
                 new_fps[t if t in parts else f"{t}\0empty"] = fp
     changed = bool(made) or list(parts) != list(old)
-    if changed or new_fps != old_fps:
-        _save_store(store, parts, new_fps, set(made))
     if made or set(parts) != set(old):
         prune_shards(_cache_path(scores_csv), {d for p in parts.values() for d in p["dirs"]})
     log.debug("table parts: %d of %d tasks computed", len(made), len(parts))
-    return PartsUpdate(parts, sorted(made), frame, fingerprints or {}, changed)
+    return PartsUpdate(parts, sorted(made), frame, fingerprints or {}, changed, new_fps, old_fps,
+                       csv)
 
 
 def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
@@ -304,7 +306,7 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
     hours = _check_budgets(budgets_h)
     with _bulk():
         update = task_parts(bench, records, out.scores, hours)
-        _write(bench, update.parts, out, hours)
+        _save_store(out.scores, *_write(bench, update, out, hours), {})
     return len(update.made)
 
 
@@ -320,15 +322,56 @@ def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
         outputs = (out.scores, out.best, out.leaderboard, out.leaderboard_md, out.budgets)
         if update.changed or not all(p.exists() for p in outputs):
             update.changed = True
-            _write(bench, update.parts, out, hours)
+            parts, csv = _write(bench, update, out, hours)
+            _save_store(out.scores, parts, csv, update.keep_fps)
+        elif update.keep_fps != update.old_fps:
+            _save_store(out.scores, update.parts, update.csv, update.keep_fps)
     return update
 
 
-def _write(bench: Benchmark, parts: dict[str, dict[str, Any]], out: TablePaths,
-           hours: list[float]) -> None:
-    store = _parts_path(out.scores)
-    atomic_write_text(out.scores, ",".join(SCORES_COLUMNS) + "\n"
-                      + "".join(_part_lines(store, p) for p in parts.values()))
+def _write_scores(scores_csv: Path, update: PartsUpdate) -> tuple[dict[str, Any], str]:
+    """scores.csv: the header, then each part's rows (those computed now, or those of the
+    scores.csv being replaced). → the parts, each with the place of its rows in the new
+    file, and that file's stat (fstat after the rename: what was written, so a file put
+    there by anything else later does not match)."""
+    old = b""
+    if any("lines" not in p for p in update.parts.values()):
+        with open(scores_csv, "rb") as fh:
+            old = fh.read()
+            if _sig(os.fstat(fh.fileno())) != update.csv:
+                raise SforgeError(f"{scores_csv} changed while the tables were made; "
+                                  "run again")
+    chunks = [(",".join(SCORES_COLUMNS) + "\n").encode()]
+    at = len(chunks[0])
+    placed: dict[str, Any] = {}
+    for t, p in update.parts.items():
+        if "lines" in p:
+            rows = p["lines"].encode()
+        else:
+            start, size = p["at"]
+            rows = old[start:start + size]
+        placed[t] = {**{k: v for k, v in p.items() if k != "lines"}, "at": [at, len(rows)]}
+        at += len(rows)
+        chunks.append(rows)
+    scores_csv.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = create_temp(scores_csv.parent, prefix=f".{scores_csv.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(b"".join(chunks))
+            fh.flush()
+            os.replace(tmp, scores_csv)
+            return placed, _sig(os.fstat(fh.fileno()))
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write(bench: Benchmark, update: PartsUpdate, out: TablePaths,
+           hours: list[float]) -> tuple[dict[str, Any], str]:
+    """The five tables from the parts. → the parts as stored and the stat of scores.csv
+    (see _write_scores)."""
+    placed, csv = _write_scores(out.scores, update)
+    parts = update.parts
     best_cols: dict[str, list[Any]] = {c: [] for c in BEST_COLUMNS}
     for p in parts.values():
         for c in BEST_COLUMNS:
@@ -352,6 +395,7 @@ def _write(bench: Benchmark, parts: dict[str, dict[str, Any]], out: TablePaths,
     atomic_write_text(out.leaderboard, _csv(board, None))
     atomic_write_text(out.budgets, _csv(budgets, None))
     atomic_write_text(out.leaderboard_md, _markdown(bench, board, budgets))
+    return placed, csv
 
 
 def _csv(frame: pd.DataFrame, columns: dict[str, str] | None) -> str:
