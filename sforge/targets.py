@@ -489,7 +489,8 @@ def update_report_target(pipe: Pipeline, prints: dict[str, str | None]) -> int:
     with job_log(lay.step_log("scores"), "scores.csv (tables by task)"):
         update = update_tables(pipe.bench, TablePaths(lay.scores, lay.best, lay.leaderboard,
                                                       lay.leaderboard_md, lay.budgets),
-                               _budgets(pipe), prints, pipe.records)
+                               _budgets(pipe), prints, pipe.records,
+                               lambda ids: task_fingerprints(pipe, ids))
         logging.getLogger("sforge.scores").info(
             "%d submission(s); %d task(s) computed, %d taken from the cache",
             sum(p["index"]["graded"] for p in update.parts.values()), len(update.made),

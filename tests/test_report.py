@@ -402,6 +402,40 @@ def _graded_world(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     return bench_dir, results, paths
 
 
+def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
+                                                                      monkeypatch):
+    """A task whose folders changed too recently at the scan has no fingerprint; it is
+    fingerprinted again just before its records are listed, so the report after it (nothing
+    changed) lists, computes and renders nothing."""
+    from sforge import orchestrate
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    bench_dir, results, _ = _graded_world(tmp_path)
+    real = folders.fingerprints
+    scans: list[dict] = []
+
+    def first_too_fresh(*args, **kwargs):  # type: ignore[no-untyped-def]
+        out = real(*args, **kwargs)
+        scans.append(out)
+        return dict.fromkeys(out) if len(scans) == 1 else out
+
+    monkeypatch.setattr(folders, "fingerprints", first_too_fresh)
+    ex = orchestrate.Execution()
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert len(scans) == 2 and set(scans[1]) == set(scans[0])
+    monkeypatch.setattr(folders, "fingerprints", real)
+    rendered: list[str] = []
+    listed: list[list[str] | None] = []
+    real_render, real_records = report.render_task_page, orchestrate.Pipeline.records
+    monkeypatch.setattr(report, "render_task_page", lambda env, b, task, *a: (
+        rendered.append(task.id), real_render(env, b, task, *a))[1])
+    monkeypatch.setattr(orchestrate.Pipeline, "records", lambda self, ids=None: (
+        listed.append(ids), real_records(self, ids))[1])
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert rendered == [] and listed == []
+
+
 def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     """`sforge report` after one changed result computes and renders that task alone (the
     others are not even listed), and its tables and pages are those the one-table path

@@ -257,17 +257,27 @@ def _fresh(old: dict[str, Any], old_fps: dict[str, Any],
 
 def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list[float], *,
                fingerprints: dict[str, str | None] | None = None,
-               records_of: Callable[[list[str]], Records] | None = None) -> PartsUpdate:
+               records_of: Callable[[list[str]], Records] | None = None,
+               fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None
+               ) -> PartsUpdate:
     """task → its part, in task order; reuses the cached parts whose digest still matches.
 
     With `fingerprints` (task → folder fingerprint, for every task of the benchmark), a task
     whose fingerprint is the stored one keeps its part untouched and `records_of(tasks)` is
     asked only for the records of the others (`records` is then not used); those are all
-    computed (their pages want their rows anyway), so no digest is taken."""
+    computed (their pages want their rows anyway), so no digest is taken. A task without a
+    fingerprint (a folder changed too recently when they were taken) is fingerprinted again
+    by `fingerprints_of` just before its records are listed: the grading or the copy that
+    had just touched it may be seconds old by now, and a fingerprint taken before the
+    listing is as good as one taken at the start; without that the next report would redo
+    it (after a cold report right after grading: every task)."""
     old, old_fps, csv = _load_store(scores_csv)
     fresh: set[str] = set()
     sigs: dict[str, str | None] = {}
     if fingerprints is not None:
+        racy = [t for t, fp in fingerprints.items() if fp is None]
+        if racy and fingerprints_of is not None:
+            fingerprints = {**fingerprints, **fingerprints_of(racy)}
         fresh = _fresh(old, old_fps, fingerprints)
         asked = [t for t in fingerprints if t not in fresh]
         records = records_of(asked) if records_of is not None and asked else []
@@ -312,13 +322,15 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
 
 def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
                   fingerprints: dict[str, str | None],
-                  records_of: Callable[[list[str]], Records]) -> PartsUpdate:
+                  records_of: Callable[[list[str]], Records],
+                  fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None
+                  ) -> PartsUpdate:
     """The tables of write_tables, computing only the tasks whose folder fingerprint changed
     (see task_parts); nothing is written when no table can have changed."""
     hours = _check_budgets(budgets_h)
     with _bulk():
         update = task_parts(bench, [], out.scores, hours, fingerprints=fingerprints,
-                            records_of=records_of)
+                            records_of=records_of, fingerprints_of=fingerprints_of)
         outputs = (out.scores, out.best, out.leaderboard, out.leaderboard_md, out.budgets)
         if update.changed or not all(p.exists() for p in outputs):
             update.changed = True
