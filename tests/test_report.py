@@ -485,3 +485,41 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     strip = re.compile(r"generated [^<]* by")
     assert {k: strip.sub("", v) for k, v in fast.items()} == \
         {k: strip.sub("", v) for k, v in all_pages(Layout(chain)).items()}
+
+
+@pytest.mark.skipif(report.usable_cores() < 2, reason="needs two cores for worker processes")
+def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkeypatch):
+    """Many pages to render are shared out to forked workers (report.map_tasks): the pages
+    are rendered there, not here, and are byte for byte those of a serial run."""
+    import os
+
+    from sforge import orchestrate
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    bench_dir, results, _ = _graded_world(tmp_path)
+    serial_results = tmp_path / "serial"
+    shutil.copytree(results, serial_results)
+    ex = orchestrate.Execution()
+    monkeypatch.setattr(report, "PAGES_PER_PROCESS", 10**6)
+    assert orchestrate.make_report(_pipeline(bench_dir, serial_results), ex)
+    serial = all_pages(_pipeline(bench_dir, serial_results).layout)
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    real_render = report.render_task_page
+
+    def render(*a):  # type: ignore[no-untyped-def]
+        (pids / str(os.getpid())).touch()
+        return real_render(*a)
+
+    monkeypatch.setattr(report, "render_task_page", render)
+    monkeypatch.setattr(report, "PAGES_PER_PROCESS", 1)
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    workers = {int(p.name) for p in pids.iterdir()}
+    assert workers and os.getpid() not in workers
+    strip = re.compile(r"generated [^<]* by")
+    parallel = all_pages(_pipeline(bench_dir, results).layout)
+    assert len(serial) == 6
+    assert {k: strip.sub("", v) for k, v in parallel.items()} == \
+        {k: strip.sub("", v) for k, v in serial.items()}
