@@ -24,9 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import multiprocessing
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,6 +40,7 @@ from markupsafe import Markup, escape
 from . import __version__
 from .feedback import Feedback, read_feedback
 from .fileio import atomic_write_bytes, atomic_write_text
+from .forking import fork_map
 from .layout import REPORT_PAGES, Layout
 from .model import Benchmark, Task
 from .plots import (
@@ -534,42 +533,9 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
 
 
 _PAGES_VERSION = "1"
-# Pages a worker process must have to be worth its start (a fork: no import, no pickling
-# of the tables; only the pages' paths come back).
+# Pages a worker process must have to be worth its start (sforge.forking: a fork, no
+# import, no pickling of the tables; only the pages' paths come back).
 PAGES_PER_PROCESS = 16
-_JOB: Callable[[str], Path] | None = None
-
-
-def _run_job(task_id: str) -> Path:
-    assert _JOB is not None
-    return _JOB(task_id)
-
-
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def map_tasks(one: Callable[[str], Path], tasks: list[str]) -> list[Path]:
-    """`one(task)` for every task, in order. Task pages are pure CPU work, one independent
-    of the next (a cold report of 100,000 results renders 200 pages in tens of seconds), so
-    many of them are shared out to forked worker processes, one per usable core: each
-    inherits the tables and writes its own pages. Serial when there are few pages, one
-    core, no fork, or other threads in this process (a fork copies their locks, held or
-    not: never risked)."""
-    procs = min(usable_cores(), len(tasks) // PAGES_PER_PROCESS)
-    if procs < 2 or threading.active_count() > 1 \
-            or "fork" not in multiprocessing.get_all_start_methods():
-        return [one(t) for t in tasks]
-    global _JOB
-    _JOB = one
-    try:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
-            return pool.map(_run_job, tasks, chunksize=1)
-    finally:
-        _JOB = None
 
 
 def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
@@ -628,7 +594,7 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
             atomic_write_text(out, html)
             return out
 
-        written += map_tasks(render_one, render)
+        written += fork_map(render_one, render, PAGES_PER_PROCESS)
         keep = {Linker.page(t, from_index=False) for t in benchmark.tasks}
         if pages_dir.is_dir():
             for old in pages_dir.glob("*.html"):  # tasks no longer in the benchmark

@@ -20,6 +20,7 @@ from urllib.parse import unquote
 import pytest
 
 from sforge import report, scores
+from sforge.forking import usable_cores
 from sforge.layout import Layout
 from sforge.loader import load_benchmark
 from sforge.model import Benchmark
@@ -487,9 +488,9 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
         {k: strip.sub("", v) for k, v in all_pages(Layout(chain)).items()}
 
 
-@pytest.mark.skipif(report.usable_cores() < 2, reason="needs two cores for worker processes")
+@pytest.mark.skipif(usable_cores() < 2, reason="needs two cores for worker processes")
 def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkeypatch):
-    """Many pages to render are shared out to forked workers (report.map_tasks): the pages
+    """Many pages to render are shared out to forked workers (sforge.forking): the pages
     are rendered there, not here, and are byte for byte those of a serial run."""
     import os
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -656,3 +657,49 @@ def test_reading_results_does_not_import_pandas():
             "from sforge.scores import write_scores, read_results; "
             "assert 'pandas' in sys.modules and callable(write_scores)")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_result_directories_read_in_worker_processes_as_in_one(tmp_path, monkeypatch):
+    """Many result directories are read in forked workers (sforge.forking): the same fields
+    in the same order, the same cache shards, unreadable files handed to on_unreadable in
+    the caller, and a broken file without on_unreadable raised naming it."""
+    from sforge.forking import usable_cores
+
+    if usable_cores() < 2:
+        pytest.skip("needs two cores for worker processes")
+    paths = []
+    for d in range(6):
+        for i in range(3):
+            sha = hashlib.sha256(f"{d}:{i}".encode()).hexdigest()
+            path = tmp_path / "evals" / f"t{d}" / f"{sha[:20]}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            EvalResult(task=f"t{d}", submission=sha, key=sha[:20], valid=True,
+                       score=float(d * 10 + i), summary="ok").write(path)
+            paths.append(str(path))
+    broken = paths[7]
+    Path(broken).write_text("{not json")
+
+    def read(cache: Path, per: int):  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(score_cache, "DIRS_PER_PROCESS", per)
+        bad: list[tuple[str, str]] = []
+        got = score_cache.read_results(paths, cache, on_unreadable=lambda p, w: bad.append((p, w)))
+        return got, bad, {p.name: p.read_bytes() for p in sorted(cache.glob("*.json"))}
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    real = score_cache._parse_result
+
+    def parse(path):  # type: ignore[no-untyped-def]
+        (pids / str(os.getpid())).touch()
+        return real(path)
+
+    serial = read(tmp_path / "serial", 10**6)
+    monkeypatch.setattr(score_cache, "_parse_result", parse)
+    parallel = read(tmp_path / "parallel", 1)
+    assert parallel == serial
+    assert list(parallel[0]) == [p for p in paths if p != broken]
+    assert [p for p, _ in parallel[1]] == [broken]
+    assert len(parallel[2]) == 6
+    assert {int(p.name) for p in pids.iterdir()} - {os.getpid()}
+    with pytest.raises(SforgeError, match=re.escape(broken)):
+        score_cache.read_results(paths, None)
