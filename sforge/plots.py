@@ -246,6 +246,9 @@ def budgets_svg(budgets: pd.DataFrame, colors: dict[str, str]) -> str | None:
 def _sample(rows: pd.DataFrame, keep: pd.Series | None = None) -> pd.DataFrame:
     """At most MAX_POINTS rows per source (fixed seed: same tables, same picture), always
     including the rows flagged in `keep`."""
+    source = rows["source"].to_numpy()
+    if len(rows) <= MAX_POINTS and (source == source[:1]).all():  # one source, nothing cut
+        return rows
     parts = []
     for _, part in rows.groupby("source", sort=True):
         if len(part) > MAX_POINTS:
