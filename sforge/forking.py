@@ -12,7 +12,6 @@ inherit it held forever.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -42,8 +41,11 @@ def fork_map(one: Callable[[T], R], items: Sequence[T], per_process: int) -> lis
     here. `one` may be a closure: the workers are forks, it is never pickled (its answers
     are)."""
     procs = min(usable_cores(), len(items) // max(1, per_process))
-    if procs < 2 or threading.active_count() > 1 \
-            or "fork" not in multiprocessing.get_all_start_methods():
+    if procs < 2 or threading.active_count() > 1:
+        return [one(item) for item in items]
+    import multiprocessing  # 20 ms: only where it is used (not on an eval's path)
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return [one(item) for item in items]
     global _JOB
     _JOB = one
