@@ -18,6 +18,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -663,10 +664,14 @@ def test_result_directories_read_in_worker_processes_as_in_one(tmp_path, monkeyp
     """Many result directories are read in forked workers (sforge.forking): the same fields
     in the same order, the same cache shards, unreadable files handed to on_unreadable in
     the caller, and a broken file without on_unreadable raised naming it."""
+    from sforge import forking
     from sforge.forking import usable_cores
 
     if usable_cores() < 2:
         pytest.skip("needs two cores for worker processes")
+    # Earlier tests of this pytest process leave idle threads behind, which keep
+    # fork_map serial; `sforge report` itself has none.
+    monkeypatch.setattr(forking, "threading", SimpleNamespace(active_count=lambda: 1))
     paths = []
     for d in range(6):
         for i in range(3):
