@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from .errors import SforgeError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -44,14 +46,21 @@ def fork_map(one: Callable[[T], R], items: Sequence[T], per_process: int) -> lis
     if procs < 2 or threading.active_count() > 1:
         return [one(item) for item in items]
     import multiprocessing  # 20 ms: only where it is used (not on an eval's path)
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     if "fork" not in multiprocessing.get_all_start_methods():
         return [one(item) for item in items]
     global _JOB
     _JOB = one
     try:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
-            return pool.map(_run_job, items, chunksize=1)
+        # Not multiprocessing.Pool: its map waits forever for a worker that was killed
+        # (kill -9, the OOM killer); the executor says so instead.
+        with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork")) as ex:
+            return list(ex.map(_run_job, items))
+    except BrokenProcessPool as exc:
+        raise SforgeError("a worker process died (killed, or out of memory) before it "
+                          "finished; nothing it did was taken: run again") from exc
     finally:
         _JOB = None
 
