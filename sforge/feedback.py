@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
+
+from .fileio import read_bytes
 
 DETAIL_COLUMNS = ("test", "status", "score", "message")
 _DETAIL_KEYS = {"name", "test", "status", "score", "message", "msg", "error"}
@@ -24,8 +25,7 @@ _PLAIN_KEYS = {"name", "status", "score"}
 MAX_TEXT = 2000  # a message longer than this is cut (a grader may dump a whole traceback)
 
 
-@dataclass(frozen=True)
-class Detail:
+class Detail(NamedTuple):  # a tuple: a report makes 500,000 of them (a dataclass cost 3×)
     test: str
     status: str
     score: float | None
@@ -41,8 +41,23 @@ class Feedback:
     summary: str = ""
     reason: str = ""
     rejected: list[dict[str, str]] = field(default_factory=list)
-    log: str | None = None
     error: str | None = None  # the result file could not be read
+
+    def compact(self) -> list[Any]:
+        """details, metrics and rejected members as plain JSON (the result cache keeps
+        them, so a report page does not parse its 500 result files again)."""
+        return [[list(d) for d in self.details], self.metrics,
+                [[r["path"], r["reason"]] for r in self.rejected]]
+
+    @classmethod
+    def from_compact(cls, data: Any, summary: Any = None, reason: Any = None) -> Feedback | None:
+        """The inverse of compact() (None when `data` is not its shape: a damaged cache)."""
+        try:
+            details, metrics, rejected = data
+            return cls(list(map(Detail._make, details)), dict(metrics), _text(summary),
+                       _text(reason), [{"path": p, "reason": r} for p, r in rejected])
+        except (TypeError, ValueError):
+            return None
 
 
 def _text(value: Any) -> str:
@@ -100,22 +115,10 @@ def normalise_metrics(raw: Any) -> dict[str, Any]:
             for k, v in raw.items()}
 
 
-def _read(path: Path | str) -> bytes:
-    """The file's bytes (os.open/read: a page of 500 submissions reads 500 small files)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
-
-
 def read_feedback(path: Path | str) -> Feedback:
     """Feedback of the eval result at `path`; an unreadable file says so in `error`."""
     try:
-        data = orjson.loads(_read(path))
+        data = orjson.loads(read_bytes(path))
     except FileNotFoundError:
         return Feedback(error="result file missing")
     except (OSError, orjson.JSONDecodeError) as exc:
@@ -125,13 +128,17 @@ def read_feedback(path: Path | str) -> Feedback:
             return Feedback(error=f"unreadable result file: {exc}")
     if not isinstance(data, dict):
         return Feedback(error="not an eval result")
+    return feedback_of(data)
+
+
+def feedback_of(data: dict[str, Any]) -> Feedback:
+    """Feedback of a parsed eval result."""
     rejected = [{"path": _text(r.get("path")), "reason": _text(r.get("reason"))}
                 for r in data.get("rejected") or [] if isinstance(r, dict)]
     return Feedback(details=normalise_details(data.get("details")),
                     metrics=normalise_metrics(data.get("metrics")),
                     summary=_text(data.get("summary")), reason=_text(data.get("reason")),
-                    rejected=rejected, log=data.get("log") if isinstance(data.get("log"), str)
-                    else None)
+                    rejected=rejected)
 
 
 def read_many(paths: Iterable[Path]) -> dict[Path, Feedback]:

@@ -57,7 +57,7 @@ def fork_map(one: Callable[[T], R], items: Sequence[T], per_process: int) -> lis
         # Not multiprocessing.Pool: its map waits forever for a worker that was killed
         # (kill -9, the OOM killer); the executor says so instead.
         with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork")) as ex:
-            return list(ex.map(_run_job, items))
+            return list(ex.map(_run_job, items, chunksize=max(1, len(items) // (procs * 8))))
     except BrokenProcessPool as exc:
         raise SforgeError("a worker process died (killed, or out of memory) before it "
                           "finished; nothing it did was taken: run again") from exc

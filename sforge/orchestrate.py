@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from .bulk import no_gc
 from .clock import now_iso
 from .errors import SforgeError
 from .grading import judged_task
@@ -383,19 +384,23 @@ class GradeOutcome:
     distinct: int
     missing: int
     failed: int
+    # The result fields read on the way (path → sforge.scores.cache fields), for the tables
+    # made right after: they are not read or stat'ed again.
+    read: dict[str, tuple[Any, ...]] = field(default_factory=dict, repr=False)
 
 
-def set_aside_unreadable(pipe: Pipeline, paths: list[Path]) -> None:
-    """Result files that exist but cannot be read are moved to history/ (with a warning), so
-    they count as missing and are graded again. Parsed through the scores cache: `report`
-    reuses what this read, and a file unchanged since is only stat'ed."""
-    present = [str(p) for p in paths if p.exists()]
-    if present:  # (sforge.scores imports pandas: not when nothing is there to read)
-        from .results import set_aside
-        from .scores.cache import _cache_path, read_results
+def read_stored_results(pipe: Pipeline, paths: list[str]) -> dict[str, tuple[Any, ...]]:
+    """The results among `paths` that are there and readable (path → their fields). Those
+    that exist but cannot be read are moved to history/ (with a warning), so they count as
+    missing and are graded again. Parsed through the scores cache: a file unchanged since
+    it was last parsed is only stat'ed."""
+    if not paths:
+        return {}
+    from .results import set_aside  # (sforge.scores imports pandas)
+    from .scores.cache import _cache_path, read_results
 
-        read_results(present, _cache_path(pipe.layout.scores), prune=False,
-                     on_unreadable=lambda path, why: set_aside(Path(path), why))
+    return read_results(paths, _cache_path(pipe.layout.scores), prune=False,
+                        on_unreadable=lambda path, why: set_aside(Path(path), why))
 
 
 def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
@@ -416,6 +421,7 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
     # fingerprints are taken before anything is read); only what is missing is graded.
     prints = task_fingerprints(pipe)
     stale = stale_tasks(pipe, prints)
+    read: dict[str, tuple[Any, ...]] = {}
     if stale:
         out = grade_missing(pipe, stale, ex, "report")
         if out.failed:
@@ -423,7 +429,8 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
             return False
         if out.missing:
             prints.update(task_fingerprints(pipe, stale))
-    update_report_target(pipe, prints)
+        read = out.read
+    update_report_target(pipe, prints, read)
     return True
 
 
@@ -434,20 +441,24 @@ def grade_missing(pipe: Pipeline, ids: list[str] | None, ex: Execution,
     file their submissions need and lack. Up-to-date results are only stat'ed; a
     `--profile` run grades through Snakemake (cluster jobs), a local one in process
     (sforge.batch)."""
-    records = pipe.records(ids)
-    paths = sorted({p for _, p in records}, key=os.fspath)
-    set_aside_unreadable(pipe, paths)
-    missing = [p for p in paths if not p.exists()]
+    with no_gc():
+        rows = pipe.record_rows(ids)
+        paths = sorted({r.result for r in rows})
+        read = read_stored_results(pipe, paths)
+        missing = [p for p in paths if p not in read]
     if missing:
         say(f"{len(missing)} of {len(paths)} result(s) to grade")
+        wanted = set(missing)
         with grading_progress(pipe, title, ex) as progress:
             if ex.profile:
                 prepare_images(pipe, ids)
-                run_workflow(pipe.config, missing, ex, progress=progress)
+                run_workflow(pipe.config, [Path(p) for p in missing], ex, progress=progress)
             else:
-                grade_locally(pipe, records, set(missing), ex, progress)
-    still = [p for p in missing if not p.exists()]
-    return GradeOutcome(len(records), len(paths), len(missing), len(still))
+                grade_locally(pipe, [(r.submission(), Path(r.result)) for r in rows
+                                     if r.result in wanted], {Path(p) for p in wanted},
+                              ex, progress)
+    still = [p for p in missing if not os.path.exists(p)]
+    return GradeOutcome(len(rows), len(paths), len(missing), len(still), read)
 
 
 def grade_locally(pipe: Pipeline, records: list[tuple[Submission, Path]], missing: set[Path],

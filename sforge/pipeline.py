@@ -22,7 +22,7 @@ from .layout import Layout
 from .loader import load_benchmark, load_benchmark_name
 from .model import Benchmark, Task
 from .results import eval_key, eval_keyer
-from .submissions import Submission, discover
+from .submissions import Found, RecordRow, Submission, discover_rows
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class Pipeline:
     cache: HashCache
     bases: dict[str, ImageRef] = field(default_factory=dict)
     refs: dict[str, dict[str, ImageRef]] = field(default_factory=dict)
+    _found: list[Found] | None = None
     _submissions: list[Submission] | None = None
+    _rows: dict[frozenset[str], list[RecordRow]] = field(default_factory=dict)
     _records: dict[frozenset[str], list[tuple[Submission, Path]]] = field(default_factory=dict)
 
     # construction ---------------------------------------------------------------
@@ -124,11 +126,18 @@ class Pipeline:
         and building load those every time) and by folder (a task's archives load alone)."""
         return FolderHashCache(self.layout.cache / "archives")
 
+    def found(self) -> list[Found]:
+        """The submissions of the benchmark's tasks, as plain rows."""
+        if self._found is None:
+            found = discover_rows([self.submissions_dir, self.layout.store],
+                                  self.archive_hashes)
+            self.archive_hashes.save()
+            self._found = [f for f in found if f.task in self.bench.tasks]
+        return self._found
+
     def submissions(self) -> list[Submission]:
         if self._submissions is None:
-            found = discover([self.submissions_dir, self.layout.store], self.archive_hashes)
-            self.archive_hashes.save()
-            self._submissions = [s for s in found if s.task in self.bench.tasks]
+            self._submissions = [f.submission() for f in self.found()]
         return self._submissions
 
     def eval_target(self, task_id: str, sha256: str, archive: Path,
@@ -151,25 +160,35 @@ class Pipeline:
     def eval_path(self, target: EvalTarget) -> Path:
         return self.layout.eval_result(target.task, target.key)
 
-    def records(self, ids: list[str] | None = None) -> list[tuple[Submission, Path]]:
-        """Each submission of the selected tasks with the result file that grades it
-        (computed once per selection: 100,000 eval keys are not free). A few tasks asked
-        for before all submissions are known list only those tasks' folders."""
+    def record_rows(self, ids: list[str] | None = None) -> list[RecordRow]:
+        """Each submission of the selected tasks with the result file that grades it, as
+        the tables take them (computed once per selection: 100,000 eval keys are not free).
+        A few tasks asked for before all submissions are known list only those tasks'
+        folders."""
         wanted = frozenset(t.id for t in self.tasks(ids))
-        if wanted not in self._records:
-            if self._submissions is None and ids and len(wanted) < len(self.bench.tasks):
-                subs = discover([self.submissions_dir, self.layout.store],
-                                self.archive_hashes, set(wanted))
+        if wanted not in self._rows:
+            if self._found is None and ids and len(wanted) < len(self.bench.tasks):
+                found = discover_rows([self.submissions_dir, self.layout.store],
+                                      self.archive_hashes, set(wanted))
                 self.archive_hashes.save()
             else:
-                subs = self.submissions()
+                found = self.found()
             # eval_target's key and eval_path's path, made per task (100,000 records)
             keyers = {t: eval_keyer(self.refs[t]["judge"].tag,
                                     self.bench.tasks[t].judge_settings()) for t in wanted}
             folders = {t: os.fspath(self.layout.eval_result(t, "-").parent) for t in wanted}
-            self._records[wanted] = [
-                (s, Path(f"{folders[s.task]}/{keyers[s.task](s.sha256)}.json"))
-                for s in subs if s.task in wanted]
+            self._rows[wanted] = [
+                RecordRow(*f[:8], f"{folders[f.task]}/{keyers[f.task](f.sha256)}.json",
+                          f.archive)
+                for f in found if f.task in wanted]
+        return self._rows[wanted]
+
+    def records(self, ids: list[str] | None = None) -> list[tuple[Submission, Path]]:
+        """record_rows as (submission, result path) pairs."""
+        wanted = frozenset(t.id for t in self.tasks(ids))
+        if wanted not in self._records:
+            self._records[wanted] = [(r.submission(), Path(r.result))
+                                     for r in self.record_rows(ids)]
         return self._records[wanted]
 
 

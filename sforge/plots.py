@@ -183,14 +183,27 @@ def submission_tip(row: dict) -> str:
     return "\n".join(lines)
 
 
-def submission_tips(rows: pd.DataFrame) -> list[str]:
-    """submission_tip of every row, column by column (to_dict per row cost more than the
-    drawing)."""
-    cols = [rows[c].tolist() for c in ("source", "name", "score", "rescaled", "elapsed_s",
-                                       "graded_at")]
-    return [submission_tip({"source": s, "name": n, "score": r, "rescaled": x,
-                            "elapsed_s": e, "graded_at": g})
-            for s, n, r, x, e, g in zip(*cols, strict=True)]
+class TaskPoints:
+    """One task's rows of scores.csv as plain columns for its two plots, each row's tooltip
+    made once for both: pandas operations per source cost more than the drawing."""
+
+    COLUMNS = ("source", "name", "score", "rescaled", "elapsed_s", "graded_at")
+
+    def __init__(self, rows: pd.DataFrame):
+        self.cols = {c: rows[c].tolist() for c in self.COLUMNS}
+        score = rows["score"].to_numpy(dtype="float64", na_value=np.nan)
+        self.elapsed = rows["elapsed_s"].to_numpy(dtype="float64", na_value=np.nan).tolist()
+        # Valid rows with a finite raw score, in row order.
+        self.scored: list[int] = np.flatnonzero(
+            rows["valid"].to_numpy(dtype=bool) & np.isfinite(score)).tolist()
+        self.score = score.tolist()
+        self._tips: dict[int, str] = {}
+
+    def tip(self, i: int) -> str:
+        tip = self._tips.get(i)
+        if tip is None:
+            tip = self._tips[i] = submission_tip({c: v[i] for c, v in self.cols.items()})
+        return tip
 
 
 # --------------------------------------------------------------------------- figures
@@ -243,64 +256,67 @@ def budgets_svg(budgets: pd.DataFrame, colors: dict[str, str]) -> str | None:
     return _svg(WIDTH, 212 + 2 * FONT + 22 + used, out + items)
 
 
-def _sample(rows: pd.DataFrame, keep: pd.Series | None = None) -> pd.DataFrame:
-    """At most MAX_POINTS rows per source (fixed seed: same tables, same picture), always
-    including the rows flagged in `keep`."""
-    source = rows["source"].to_numpy()
-    if len(rows) <= MAX_POINTS and (source == source[:1]).all():  # one source, nothing cut
+def _sample(rows: list[int], keep: list[bool] | None = None) -> list[int]:
+    """At most MAX_POINTS of one source's rows (fixed seed: same tables, same picture),
+    always including those flagged in `keep`: the flagged first, then the sample."""
+    if len(rows) <= MAX_POINTS:
         return rows
-    parts = []
-    for _, part in rows.groupby("source", sort=True):
-        if len(part) > MAX_POINTS:
-            must = part[keep.reindex(part.index, fill_value=False)] if keep is not None \
-                else part.iloc[0:0]
-            rest = part.drop(must.index)
-            take = max(0, MAX_POINTS - len(must))
-            part = pd.concat([must, rest.sample(min(take, len(rest)), random_state=0)])
-        parts.append(part)
-    return pd.concat(parts) if parts else rows
+    flags = keep if keep is not None else [False] * len(rows)
+    must = [r for r, k in zip(rows, flags, strict=True) if k]
+    rest = [r for r, k in zip(rows, flags, strict=True) if not k]
+    take = max(0, MAX_POINTS - len(must))
+    return must + pd.Series(rest).sample(min(take, len(rest)), random_state=0).tolist()
 
 
-def _best_so_far(timed: pd.DataFrame, direction: str) -> pd.Series:
-    by = timed.groupby("source", sort=False)["score"]
-    return by.cummin() if direction == "minimize" else by.cummax()
+def _finite_range(values: Sequence[float]) -> tuple[float, float]:
+    finite = [v for v in values if math.isfinite(v)]
+    return (min(finite), max(finite)) if finite else (0.0, 1.0)
 
 
-def _finite_range(values: np.ndarray) -> tuple[float, float]:
-    finite = values[np.isfinite(values)]
-    return (float(finite.min()), float(finite.max())) if len(finite) else (0.0, 1.0)
+def _points(rows: pd.DataFrame | TaskPoints) -> TaskPoints:
+    return rows if isinstance(rows, TaskPoints) else TaskPoints(rows)
 
 
-def task_time_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]) -> str | None:
+def task_time_svg(task: Task, rows: pd.DataFrame | TaskPoints, colors: dict[str, str]
+                  ) -> str | None:
     """Best so far over agent time per source (a step line), every valid timed submission
     as a point with its tooltip (a sample of MAX_POINTS per source, always with the points
     where the best improved). Rescaled when the task has a rescale table, else raw."""
-    timed = rows[rows["valid"] & rows["elapsed_s"].notna() & rows["score"].notna()]
-    timed = timed[np.isfinite(timed["score"].to_numpy(dtype="float64"))]
-    if timed.empty:
+    pts = _points(rows)
+    source, score, elapsed = pts.cols["source"], pts.score, pts.elapsed
+    timed = sorted((i for i in pts.scored if not math.isnan(elapsed[i])),
+                   key=lambda i: (source[i], elapsed[i]))
+    if not timed:
         return None
-    timed = timed.sort_values(["source", "elapsed_s"], kind="stable")
     rescaled = task.score.rescale is not None
-    best = _best_so_far(timed, task.score.direction)
-    y_of = timed["rescaled"] if rescaled else timed["score"]
-    hours = timed["elapsed_s"].to_numpy(dtype="float64") / 3600
-    x = Axis(0.0, float(hours.max()) or 1.0, 62, WIDTH - 12)
+    y_of = [v if isinstance(v, float) else math.nan for v in pts.cols["rescaled"]] \
+        if rescaled else score
+    better = min if task.score.direction == "minimize" else max
+    x = Axis(0.0, max(elapsed[i] for i in timed) / 3600 or 1.0, 62, WIDTH - 12)
     if rescaled:
         y = Axis(-3, 103, 12 + 190, 12, ticks=[0, 20, 40, 60, 80, 100])
     else:
-        lo, hi = _finite_range(y_of.to_numpy(dtype="float64", na_value=np.nan))
+        lo, hi = _finite_range([y_of[i] for i in timed])
         y = Axis(lo, hi, 12 + 190, 12, pad=0.03)
     out = _frame(x, y, "agent time (hours)", "rescaled (0–100)" if rescaled else "raw score")
     legend = []
-    for source, part in timed.groupby("source", sort=True):
-        color = colors.get(str(source), "#333333")
-        b = best.loc[part.index]
-        curve = b if not rescaled else b.map(
-            part.drop_duplicates("score").set_index("score")["rescaled"])
+    parts: dict[str, list[int]] = {}
+    for i in timed:  # contiguous per source, sources in sorted order
+        parts.setdefault(source[i], []).append(i)
+    for name, part in parts.items():
+        color = colors.get(str(name), "#333333")
+        best: list[float] = []
+        for i in part:
+            best.append(score[i] if not best else better(best[-1], score[i]))
+        first: dict[float, float] = {}  # a score's rescaled value, as its first row has it
+        for i in part:
+            first.setdefault(score[i], y_of[i])
+        curve = [first[b] for b in best] if rescaled else best
         steps: list[str] = []
         prev = None
-        for h, v in zip((part["elapsed_s"] / 3600).tolist(), curve.tolist(), strict=True):
-            v = 0.0 if v is None or pd.isna(v) else v
+        for i, v in zip(part, curve, strict=True):
+            v = 0.0 if math.isnan(v) else v
+            h = elapsed[i] / 3600
             if prev is not None:
                 steps.append(f"{_n(x(h))},{_n(y(prev))}")
             steps.append(f"{_n(x(h))},{_n(y(v))}")
@@ -308,14 +324,12 @@ def task_time_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]) -> str
         steps.append(f"{_n(x.end)},{_n(y(prev if prev is not None else 0.0))}")
         out.append(f'<polyline points="{" ".join(steps)}" '
                    f'style="fill: none; stroke: {color}; stroke-width: 1.4"/>')
-        improved = b.ne(b.shift())
-        shown = _sample(part, improved)
-        for h, yy, tip in zip(shown["elapsed_s"].tolist(), y_of.loc[shown.index].tolist(),
-                              submission_tips(shown), strict=True):
-            yy = 0.0 if yy is None or pd.isna(yy) else yy
-            out.append(_mark(f'circle cx="{_n(x(h / 3600))}" cy="{_n(y(yy))}" '
-                             f'r="2.6" style="fill: {color}; fill-opacity: 0.6"', tip))
-        legend.append((_label(source), color))
+        improved = [k == 0 or best[k] != best[k - 1] for k in range(len(best))]
+        for i in _sample(part, improved):
+            yy = 0.0 if math.isnan(y_of[i]) else y_of[i]
+            out.append(_mark(f'circle cx="{_n(x(elapsed[i] / 3600))}" cy="{_n(y(yy))}" '
+                             f'r="2.6" style="fill: {color}; fill-opacity: 0.6"', pts.tip(i)))
+        legend.append((_label(name), color))
     items, used = _legend(legend, 202 + 2 * FONT + 30)
     return _svg(WIDTH, 202 + 2 * FONT + 22 + used, out + items)
 
@@ -330,20 +344,24 @@ def _box(values: np.ndarray) -> tuple[float, float, float, float, float]:
     return low, q1, med, q3, high
 
 
-def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]) -> str | None:
+def task_distribution_svg(task: Task, rows: pd.DataFrame | TaskPoints,
+                          colors: dict[str, str]) -> str | None:
     """Valid raw scores per source: a box over all of them, a jittered point per submission
     (at most MAX_POINTS per source) with its tooltip."""
-    valid = rows[rows["valid"] & rows["score"].notna()]
-    valid = valid[np.isfinite(valid["score"].to_numpy(dtype="float64"))]
-    if valid.empty:
+    pts = _points(rows)
+    if not pts.scored:
         return None
-    sources = sorted(valid["source"].unique())
+    score = pts.score
+    mine: dict[str, list[int]] = {}
+    for i in pts.scored:
+        mine.setdefault(pts.cols["source"][i], []).append(i)
+    sources = sorted(mine)
     labels = [_label(s) for s in sources]
     left = _tick_room(labels) + 6
     row = 30
     top = 10.0
     bottom = top + row * len(sources)
-    lo, hi = _finite_range(valid["score"].to_numpy(dtype="float64"))
+    lo, hi = _finite_range([score[i] for i in pts.scored])
     x = Axis(lo, hi, left, WIDTH - 12, pad=0.03)
     y = Axis(0, len(sources), bottom, top, ticks=[])
     better = "lower" if task.score.direction == "minimize" else "higher"
@@ -351,8 +369,8 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
     rng = np.random.default_rng(0)
     for i, (source, label) in enumerate(zip(sources, labels, strict=True)):
         cy = top + row * (i + 0.5)
-        mine = valid[valid["source"] == source]
-        low, q1, med, q3, high = (x(v) for v in _box(mine["score"].to_numpy(dtype="float64")))
+        low, q1, med, q3, high = (x(v) for v in _box(np.array([score[k] for k in mine[source]],
+                                                              dtype="float64")))
         h = row * 0.25
         out.append(f'<g style="fill: none; stroke: {MUTED}">'
                    f'<rect x="{_n(q1)}" y="{_n(cy - h)}" width="{_n(q3 - q1)}" '
@@ -362,12 +380,11 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame, colors: dict[str, str]
                    f'M{_n(high)} {_n(cy - h / 2)}V{_n(cy + h / 2)}"/></g>'
                    f'<path d="M{_n(med)} {_n(cy - h)}V{_n(cy + h)}" '
                    f'style="fill: none; stroke: {INK}; stroke-width: 1.5"/>')
-        shown = _sample(mine)
+        shown = _sample(mine[source])
         jitter = rng.uniform(-0.3, 0.3, len(shown)) * row
         color = colors.get(source, "#333333")
-        for score, dy, tip in zip(shown["score"].tolist(), jitter.tolist(),
-                                  submission_tips(shown), strict=True):
-            out.append(_mark(f'circle cx="{_n(x(score))}" cy="{_n(cy + dy)}" r="2.4" '
-                             f'style="fill: {color}; fill-opacity: 0.55"', tip))
+        for k, dy in zip(shown, jitter.tolist(), strict=True):
+            out.append(_mark(f'circle cx="{_n(x(score[k]))}" cy="{_n(cy + dy)}" r="2.4" '
+                             f'style="fill: {color}; fill-opacity: 0.55"', pts.tip(k)))
         out.append(_text(left - 6, cy + FONT * 0.35, label, "end"))
     return _svg(WIDTH, bottom + 2 * FONT + 20, out)

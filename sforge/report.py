@@ -38,12 +38,13 @@ import pandas as pd
 from markupsafe import Markup, escape
 
 from . import __version__
-from .feedback import Feedback, read_feedback
+from .feedback import Detail, Feedback, read_feedback
 from .fileio import atomic_write_bytes, atomic_write_text
 from .forking import fork_map
 from .layout import REPORT_PAGES, Layout
 from .model import Benchmark, Task
 from .plots import (
+    TaskPoints,
     budgets_svg,
     leaderboard_svg,
     source_colors,
@@ -59,7 +60,7 @@ from .scores import (
     read_leaderboard,
     read_scores,
 )
-from .scores.cache import _dumps, _loads
+from .scores.cache import _cache_path, _dumps, _loads, cached_feedback
 from .scores.parts import INVALID_FIELDS, NEWEST_INVALID, PartsUpdate, index_entry
 from .scores.tables import SCORES_COLUMNS, _empty
 
@@ -142,6 +143,12 @@ class SubmissionView:
 
 
 # --------------------------------------------------------------------------- links
+def _quote(text: str) -> str:
+    """urllib's quote, skipped for what it leaves as it is (eval keys are hex: a page
+    links 1,000 of them)."""
+    return text if text.isascii() and text.isalnum() else quote(text)
+
+
 class Linker:
     """Relative URLs between pages and into the results folder (layout.root)."""
 
@@ -163,12 +170,12 @@ class Linker:
 
     @staticmethod
     def page(task_id: str, from_index: bool = True) -> str:
-        name = f"{quote(task_id)}.html"
+        name = f"{_quote(task_id)}.html"
         return f"{REPORT_PAGES}/{name}" if from_index else name
 
     def result(self, task_id: str, key: str, from_index: bool = True) -> Links:
         prefix = "" if from_index else "../"
-        base = f"{prefix}evals/{quote(task_id)}/{quote(key)}"
+        base = f"{prefix}evals/{_quote(task_id)}/{_quote(key)}"
         return Links(self.page(task_id, from_index), f"{base}.json",
                      f"{base}.log" if not self.check_logs or self._has_log(task_id, key)
                      else None)
@@ -283,17 +290,21 @@ def _submission_views(rows: pd.DataFrame, colors: dict[str, str], link: Linker
                       ) -> list[SubmissionView]:
     rows = rows.sort_values(["source", "submitted_at", "elapsed_s", "name"],
                             na_position="last", kind="stable")
-    feedback: dict[str, Feedback] = {}
-    out = []
     tasks = rows["task"].unique()
-    results = link.layout.eval_result(str(tasks[0]), "-").parent if len(tasks) == 1 else None
+    # One task's results are one folder, whose cache shard holds the very parse the rows
+    # were made from; a file it lacks (no cache, another folder) is read.
+    feedback: dict[str, Feedback] = {}
+    if len(tasks) == 1:
+        folder = os.path.abspath(link.layout.eval_result(str(tasks[0]), "-").parent)
+        feedback = {name.removesuffix(".json"): f for name, f in
+                    cached_feedback(_cache_path(link.layout.scores), folder).items()}
+    out = []
     cols = {c: rows[c].tolist() for c in _VIEW_COLUMNS}  # to_dict("records") cost 3× this
     for values in zip(*cols.values(), strict=True):
         r = dict(zip(_VIEW_COLUMNS, values, strict=True))
         links = link.result(r["task"], r["key"], from_index=False)
         if r["key"] not in feedback:
-            feedback[r["key"]] = read_feedback(f"{results}/{r['key']}.json" if results is not None
-                                               else link.layout.eval_result(r["task"], r["key"]))
+            feedback[r["key"]] = read_feedback(link.layout.eval_result(r["task"], r["key"]))
         out.append(SubmissionView(
             source=r["source"], color=colors.get(r["source"], ""), name=r["name"],
             sha=r["submission"][:12], key=r["key"], verdict=verdict(r["valid"], r["reason"]),
@@ -321,6 +332,24 @@ def _memo_escape(value: Any) -> str:
         if len(_ESCAPED) > 100_000:
             _ESCAPED.clear()
         out = _ESCAPED[value] = str(escape(value))
+    return out
+
+
+_DETAIL_ROWS: dict[Detail, str] = {}
+
+
+def _detail_row(d: Detail) -> str:
+    """A row of a submission's details table, remembered: submissions mostly repeat the
+    same tests with the same verdicts."""
+    out = _DETAIL_ROWS.get(d)
+    if out is None:
+        if len(_DETAIL_ROWS) > 100_000:
+            _DETAIL_ROWS.clear()
+        e = _memo_escape
+        score = "" if d.score is None else f"{d.score:.6g}"
+        out = _DETAIL_ROWS[d] = (f'<tr><td class="text">{e(d.test)}</td><td class="text">'
+                                 f'{e(d.status)}</td>\n<td>{score}</td><td class="text long">'
+                                 f"{e(d.message)}</td></tr>\n")
     return out
 
 
@@ -361,11 +390,7 @@ def submission_html(index: int, s: SubmissionView) -> str:
         out.append('<div class="scroll"><table class="details">\n<thead><tr><th class="text">'
                    'test</th><th class="text">status</th><th>score</th>\n<th class="text">'
                    "message</th></tr></thead>\n<tbody>\n")
-        for d in f.details:
-            score = "" if d.score is None else f"{d.score:.6g}"
-            out.append(f'<tr><td class="text">{e(d.test)}</td><td class="text">{e(d.status)}'
-                       f'</td>\n<td>{score}</td><td class="text long">{e(d.message)}</td>'
-                       "</tr>\n")
+        out += map(_detail_row, f.details)
         out.append("</tbody></table></div>\n")
     if f.metrics:
         out.append('<div class="scroll"><table class="metrics"><thead><tr><th class="text">'
@@ -410,8 +435,9 @@ def _best_views(best: pd.DataFrame, colors: dict[str, str]) -> list[dict[str, st
 def render_task_page(env: jinja2.Environment, bench: Benchmark, task: Task,
                      rows: pd.DataFrame, best: pd.DataFrame, colors: dict[str, str],
                      link: Linker) -> str:
-    time_plot = task_time_svg(task, rows, colors)
-    dist_plot = task_distribution_svg(task, rows, colors)
+    points = TaskPoints(rows)
+    time_plot = task_time_svg(task, points, colors)
+    dist_plot = task_distribution_svg(task, points, colors)
     bad = not_valid_rows(rows)
     return env.get_template("task.html.j2").render(
         bench=bench, task=task, facts=_task_facts(bench, task), n_graded=len(rows),

@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
+from .fileio import loads_json, read_bytes
+from .forking import fork_map
 from .hashing import FolderHashCache, HashCache
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,49 @@ class Submission:
     model: str | None = None
 
 
+class Found(NamedTuple):
+    """A submission as discover_rows lists it: plain strings and numbers (a Submission with
+    its Path costs 3× as much to make, and 10× to send back from a worker process)."""
+    source: str
+    task: str
+    name: str
+    sha256: str
+    submitted_at: str | None
+    elapsed_s: float | None
+    agent: str | None
+    model: str | None
+    archive: str
+
+    def submission(self) -> Submission:
+        return Submission(self.source, self.task, self.name, Path(self.archive), self.sha256,
+                          self.submitted_at, self.elapsed_s, self.agent, self.model)
+
+
+class RecordRow(NamedTuple):
+    """A submission with the path of the result file that grades it, as the tables take
+    them (sforge.scores): Found's fields, the result before the archive."""
+    source: str
+    task: str
+    name: str
+    sha256: str
+    submitted_at: str | None
+    elapsed_s: float | None
+    agent: str | None
+    model: str | None
+    result: str
+    archive: str
+
+    def submission(self) -> Submission:
+        return Submission(self.source, self.task, self.name, Path(self.archive), self.sha256,
+                          self.submitted_at, self.elapsed_s, self.agent, self.model)
+
+
+def record_rows(records: Iterable[tuple[Submission, Path | str]]) -> list[RecordRow]:
+    """(submission, result path) pairs as RecordRows."""
+    return [RecordRow(s.source, s.task, s.name, s.sha256, s.submitted_at, s.elapsed_s,
+                      s.agent, s.model, os.fspath(p), os.fspath(s.path)) for s, p in records]
+
+
 def split_archive_name(filename: str) -> str | None:
     """'run1.tar.gz' → 'run1'; None when the file is not an archive by name."""
     for suffix in ARCHIVE_SUFFIXES:
@@ -40,11 +85,11 @@ def split_archive_name(filename: str) -> str | None:
     return None
 
 
-def _sidecar(path: Path) -> dict[str, Any]:
+def _sidecar(path: Path | str) -> dict[str, Any]:
     """The sidecar's fields; a bad sidecar is a warning naming the file (its archive is still
     graded, without that metadata): one agent's bad file must not stop everyone's grading."""
     try:
-        data = json.loads(path.read_bytes())
+        data = loads_json(read_bytes(path))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, RecursionError) as exc:
@@ -65,40 +110,63 @@ def _sidecar(path: Path) -> dict[str, Any]:
     return out
 
 
-def _bad_sidecar(path: Path, why: str) -> dict[str, Any]:
+def _bad_sidecar(path: Path | str, why: str) -> dict[str, Any]:
     log.warning("sforge: warning: %s: %s; its archive is graded without this metadata",
                 path, why)
     return {}
 
 
+# Task folders a worker process must have to be worth its start (sforge.forking): 100,000
+# archives in 1,000 folders are listed on every core.
+FOLDERS_PER_PROCESS = 100
+
+
 def discover(roots: list[Path], cache: HashCache | FolderHashCache,
              tasks: set[str] | None = None) -> list[Submission]:
     """Archives under each root as <source>/<task>/<name>.tar[.gz]; hashes come from the cache.
-    `tasks`: only the folders of these tasks.
+    `tasks`: only the folders of these tasks."""
+    return [f.submission() for f in discover_rows(roots, cache, tasks)]
 
-    One directory listing per task folder and one stat per archive (100,000 archives are
-    listed in a fraction of a second); names starting with a dot are never submissions."""
-    found: list[tuple[str, Submission]] = []
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for source, task, folder in _task_folders(root.resolve(), tasks):
-            try:
-                entries = {e.name: e for e in os.scandir(folder) if not e.name.startswith(".")}
-            except (NotADirectoryError, FileNotFoundError):
-                continue
-            for filename, entry in entries.items():
-                name = split_archive_name(filename)
-                if name is None or not entry.is_file():
-                    continue
-                path = Path(os.path.realpath(entry.path) if entry.is_symlink() else entry.path)
-                sidecar = f"{name}.json"
-                meta = _sidecar(Path(folder, sidecar)) if sidecar in entries else {}
-                found.append((entry.path, Submission(
-                    source=source, task=task, name=name, path=path,
-                    sha256=cache.sha256(path, entry.stat()), **meta)))
+
+def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
+                  tasks: set[str] | None = None) -> list[Found]:
+    """discover's submissions as Found rows, in order of their paths.
+
+    One directory listing per task folder and one stat per archive; names starting with a
+    dot are never submissions. Folders are shared out to worker processes, each saving the
+    hashes of its own folders (one cache file per folder: no two workers write one)."""
+    folders = [item for root in roots if root.is_dir()
+               for item in _task_folders(root.resolve(), tasks)]
+
+    def one(item: tuple[str, str, str]) -> list[tuple[str, Found]]:
+        found = _folder_rows(*item, cache)
+        cache.save()
+        return found
+
+    found = [f for part in fork_map(one, folders, FOLDERS_PER_PROCESS) for f in part]
     found.sort(key=lambda item: item[0])
-    return [sub for _, sub in found]
+    return [f for _, f in found]
+
+
+def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderHashCache
+                 ) -> list[tuple[str, Found]]:
+    """(listed path, row) of each archive in one task folder."""
+    try:
+        entries = {e.name: e for e in os.scandir(folder) if not e.name.startswith(".")}
+    except (NotADirectoryError, FileNotFoundError):
+        return []
+    out = []
+    for filename, entry in entries.items():
+        name = split_archive_name(filename)
+        if name is None or not entry.is_file():
+            continue
+        path = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+        sidecar = f"{name}.json"
+        meta = _sidecar(os.path.join(folder, sidecar)) if sidecar in entries else {}
+        out.append((entry.path, Found(
+            source, task, name, cache.sha256(path, entry.stat()), meta.get("submitted_at"),
+            meta.get("elapsed_s"), meta.get("agent"), meta.get("model"), path)))
+    return out
 
 
 def _task_folders(root: Path, tasks: set[str] | None = None) -> list[tuple[str, str, str]]:

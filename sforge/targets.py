@@ -19,9 +19,10 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .build import ensure_local, make_image
+from .bulk import no_gc
 from .engine import DockerEngine, RegistryError
 from .errors import InfrastructureError, SforgeError
 from .images import ImageRef
@@ -476,30 +477,32 @@ def stale_tasks(pipe: Pipeline, prints: dict[str, str | None]) -> list[str]:
     return [t for t in prints if t not in fresh]
 
 
-def update_report_target(pipe: Pipeline, prints: dict[str, str | None]) -> int:
+def update_report_target(pipe: Pipeline, prints: dict[str, str | None],
+                         known: dict[str, tuple[Any, ...]] | None = None) -> int:
     """`sforge report`'s tables and pages: only the tasks whose fingerprint changed are
     listed, computed and rendered; the rest comes from the cache (no DAG, no reading of
-    up-to-date results). → how many tasks were computed again."""
+    up-to-date results). `known`: the result fields grading's check has just read.
+    → how many tasks were computed again."""
     from .report import update_report
     from .scores.cache import _cache_path
     from .scores.parts import TablePaths, update_tables
     from .scores.ranking import score_rows
 
     lay = pipe.layout
-    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"):
+    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"), no_gc():
         update = update_tables(pipe.bench, TablePaths(lay.scores, lay.best, lay.leaderboard,
                                                       lay.leaderboard_md, lay.budgets),
-                               _budgets(pipe), prints, pipe.records,
-                               lambda ids: task_fingerprints(pipe, ids))
+                               _budgets(pipe), prints, pipe.record_rows,
+                               lambda ids: task_fingerprints(pipe, ids), known)
         logging.getLogger("sforge.scores").info(
             "%d submission(s); %d task(s) computed, %d taken from the cache",
             sum(p["index"]["graded"] for p in update.parts.values()), len(update.made),
             len(update.parts) - len(update.made))
     _table_step_logs(pipe)
-    with job_log(lay.step_log("report"), "report.html"):
+    with job_log(lay.step_log("report"), "report.html"), no_gc():
         pages = update_report(pipe.bench, update, lay.best, lay.leaderboard, lay.budgets,
                               lay.report, lambda ids: score_rows(
-                                  pipe.bench, pipe.records(ids), _cache_path(lay.scores),
+                                  pipe.bench, pipe.record_rows(ids), _cache_path(lay.scores),
                                   prune=False))
         logging.getLogger("sforge.report").info("%d page(s) written", len(pages))
     return len(update.made)

@@ -429,10 +429,10 @@ def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
     monkeypatch.setattr(folders, "fingerprints", real)
     rendered: list[str] = []
     listed: list[list[str] | None] = []
-    real_render, real_records = report.render_task_page, orchestrate.Pipeline.records
+    real_render, real_records = report.render_task_page, orchestrate.Pipeline.record_rows
     monkeypatch.setattr(report, "render_task_page", lambda env, b, task, *a: (
         rendered.append(task.id), real_render(env, b, task, *a))[1])
-    monkeypatch.setattr(orchestrate.Pipeline, "records", lambda self, ids=None: (
+    monkeypatch.setattr(orchestrate.Pipeline, "record_rows", lambda self, ids=None: (
         listed.append(ids), real_records(self, ids))[1])
     assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
     assert rendered == [] and listed == []
@@ -458,10 +458,10 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     changed.write(paths["s7"])
     rendered: list[str] = []
     listed: list[list[str] | None] = []
-    real_render, real_records = report.render_task_page, orchestrate.Pipeline.records
+    real_render, real_records = report.render_task_page, orchestrate.Pipeline.record_rows
     monkeypatch.setattr(report, "render_task_page", lambda env, b, task, *a: (
         rendered.append(task.id), real_render(env, b, task, *a))[1])
-    monkeypatch.setattr(orchestrate.Pipeline, "records", lambda self, ids=None: (
+    monkeypatch.setattr(orchestrate.Pipeline, "record_rows", lambda self, ids=None: (
         listed.append(ids), real_records(self, ids))[1])
     assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
     assert rendered == ["min_task"]

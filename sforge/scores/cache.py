@@ -13,14 +13,16 @@ import json
 import logging
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ..errors import SforgeError
+from ..feedback import Feedback, feedback_of
 from ..fileio import atomic_write_bytes
+from ..fileio import loads_json as _loads
 from ..forking import fork_map
 
 log = logging.getLogger(__name__)
@@ -28,23 +30,15 @@ log = logging.getLogger(__name__)
 # Fields taken from each eval result JSON (sforge.results.EvalResult).
 _RESULT_FIELDS = ("task", "submission", "key", "valid", "score", "summary", "reason",
                   "duration_s", "finished_at", "judge_image")
-_CACHE_VERSION = "2"
+_CACHE_VERSION = "3"  # 3: each entry ends with the result's feedback (Feedback.compact)
 # Result directories a worker process must have to be worth its start (sforge.forking): a
 # cold read of 100,000 results over 200 directories parses on every core.
 DIRS_PER_PROCESS = 25
 # Positions of the float fields in a cache entry ([signature, *fields]).
 _SCORE_AT = 1 + _RESULT_FIELDS.index("score")
 _DURATION_AT = 1 + _RESULT_FIELDS.index("duration_s")
-
-
-def _loads(blob: bytes | str) -> Any:
-    """orjson (3× faster than json for our files); json for what orjson refuses and Python's
-    json accepts (NaN and Infinity literals, integers beyond 64 bits), so a file reads the same
-    either way."""
-    try:
-        return orjson.loads(blob)
-    except orjson.JSONDecodeError:
-        return json.loads(blob)
+_FEEDBACK_AT = 1 + len(_RESULT_FIELDS)
+_SUMMARY_AT, _REASON_AT = 1 + _RESULT_FIELDS.index("summary"), 1 + _RESULT_FIELDS.index("reason")
 
 
 def _dumps(data: Any, finite: bool = True) -> bytes:
@@ -68,8 +62,9 @@ def _sig(st: os.stat_result) -> str:
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _parse_result(path: str) -> tuple[str, tuple[Any, ...]]:
-    """(signature, fields) of one eval result; SforgeError naming the file when it is broken.
+def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
+    """(signature, fields, compact feedback) of one eval result; SforgeError naming the file
+    when it is broken.
 
     os.open/fstat/read rather than open(): a third of the cost for 100k small files, and the
     signature is that of the very bytes parsed."""
@@ -103,7 +98,8 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...]]:
     duration = float(duration) if isinstance(duration, int | float) else None
     return _sig(st), (data["task"], data["submission"], data.get("key") or Path(path).stem,
                       data["valid"], score, data.get("summary"), data.get("reason"), duration,
-                      data.get("finished_at") or None, data.get("judge_image") or None)
+                      data.get("finished_at") or None, data.get("judge_image") or None), \
+        feedback_of(data).compact()
 
 
 def _cache_path(out: Path) -> Path:
@@ -129,7 +125,7 @@ def _load_shard(path: Path, directory: str) -> dict[str, list[Any]]:
 
 def _cached_entry(entry: Any, path: str) -> list[Any] | None:
     """The cached entry if the file is still the one it was parsed from."""
-    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 1):
+    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 2):
         return None
     try:
         return entry if entry[0] == _sig(os.stat(path)) else None
@@ -149,7 +145,8 @@ def prune_shards(cache: Path, directories: set[str]) -> None:
 
 def read_results(paths: Iterable[str], cache: Path | None = None, *,
                  on_unreadable: Callable[[str, str], object] | None = None,
-                 prune: bool = True) -> dict[str, tuple[Any, ...]]:
+                 prune: bool = True, known: Mapping[str, tuple[Any, ...]] | None = None
+                 ) -> dict[str, tuple[Any, ...]]:
     """path → the result fields scores.csv needs (_RESULT_FIELDS), for each distinct path.
 
     With `cache` (a directory), a file whose (inode, size, mtime, ctime) matches the cached
@@ -159,18 +156,23 @@ def read_results(paths: Iterable[str], cache: Path | None = None, *,
     few hundred entries, not all 100,000 (0.8 s of JSON).
 
     A file that exists but cannot be read as a result raises SforgeError naming it, unless
-    `on_unreadable(path, why)` takes it (then it is left out). `prune=False` keeps the cache
-    files of result directories not asked about (a partial read).
+    `on_unreadable(path, why)` takes it (then it is left out, as is a file that is not
+    there: the caller grades what is missing). `prune=False` keeps the cache files of
+    result directories not asked about (a partial read). `known`: fields this process read
+    moments ago (read_results' own answer), taken as they are.
     """
     by_dir: dict[str, list[str]] = {}
+    out: dict[str, tuple[Any, ...]] = {}
     for path in dict.fromkeys(paths):
-        by_dir.setdefault(os.path.dirname(path), []).append(path)
+        if known is not None and path in known:
+            out[path] = known[path]
+        else:
+            by_dir.setdefault(os.path.dirname(path), []).append(path)
     tolerate = on_unreadable is not None
 
     def one(item: tuple[str, list[str]]) -> _DirRead:
         return _read_dir(cache, *item, tolerate)
 
-    out: dict[str, tuple[Any, ...]] = {}
     parsed = 0
     for found, unreadable, n in fork_map(one, list(by_dir.items()), DIRS_PER_PROCESS):
         out.update(found)
@@ -179,7 +181,7 @@ def read_results(paths: Iterable[str], cache: Path | None = None, *,
             assert on_unreadable is not None
             on_unreadable(path, why)
     if cache is not None and prune:
-        prune_shards(cache, set(by_dir))
+        prune_shards(cache, {os.path.dirname(p) for p in out})
     log.debug("eval results: %d read, %d parsed", len(out), parsed)
     return out
 
@@ -192,7 +194,8 @@ def _read_dir(cache: Path | None, directory: str, members: list[str],
               tolerate: bool) -> _DirRead:
     """read_results for the files `members` of one directory, its cache shard rewritten
     when anything in it changed. With `tolerate`, a file that exists but cannot be read is
-    returned with why rather than raised (the caller's on_unreadable takes it)."""
+    returned with why rather than raised (the caller's on_unreadable takes it), and one
+    that is not there is left out."""
     shard = _shard_path(cache, directory) if cache is not None else None
     cached = _load_shard(shard, directory) if shard is not None else {}
     fresh: dict[str, list[Any]] = {}
@@ -201,19 +204,20 @@ def _read_dir(cache: Path | None, directory: str, members: list[str],
     parsed = 0
     for path in members:  # an I/O loop: a stat per file, a parse per change
         name = os.path.basename(path)
-        entry = _cached_entry(cached.get(name), path)
-        if entry is None:
-            try:
-                sig, fields = _parse_result(path)
-            except SforgeError as exc:
-                if not tolerate or not os.path.exists(path):
-                    raise
+        try:
+            entry = _cached_entry(cached.get(name), path)
+            if entry is None:
+                sig, fields, feedback = _parse_result(path)
+                entry = [sig, *fields, feedback]
+                parsed += 1
+        except SforgeError as exc:
+            if not tolerate:
+                raise
+            if os.path.exists(path):
                 unreadable.append((path, str(exc).removeprefix(f"{path}: ")))
-                continue
-            entry = [sig, *fields]
-            parsed += 1
+            continue
         fresh[name] = entry
-        out[path] = tuple(entry[1:])
+        out[path] = tuple(entry[1:_FEEDBACK_AT])
     if shard is not None and fresh != cached:
         finite = all(_finite(e[_SCORE_AT]) and _finite(e[_DURATION_AT]) for e in fresh.values())
         blob = _dumps({"version": _CACHE_VERSION, "fields": list(_RESULT_FIELDS),
@@ -225,3 +229,17 @@ def _read_dir(cache: Path | None, directory: str, members: list[str],
     return out, unreadable, parsed
 
 
+
+
+def cached_feedback(cache: Path, directory: str) -> dict[str, Feedback]:
+    """file name → Feedback of the results of `directory` as its cache shard holds them:
+    the very parse the scores were taken from (a report page reads one shard, not 500
+    files). A file the shard does not hold is not there: its caller reads the file."""
+    out = {}
+    for name, entry in _load_shard(_shard_path(cache, directory), directory).items():
+        if isinstance(entry, list) and len(entry) == _FEEDBACK_AT + 1:
+            feedback = Feedback.from_compact(entry[_FEEDBACK_AT], entry[_SUMMARY_AT],
+                                             entry[_REASON_AT])
+            if feedback is not None:
+                out[name] = feedback
+    return out

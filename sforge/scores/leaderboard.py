@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..bulk import no_gc
 from ..errors import SforgeError
 from ..fileio import atomic_write_text
 from ..model import Benchmark
@@ -19,7 +20,6 @@ from .tables import (
     LEADERBOARD_HEAD,
     LEADERBOARD_TAIL,
     RANKING_COLUMNS,
-    _bulk,
     _empty,
     _write_csv,
     read_best,
@@ -176,7 +176,7 @@ def write_leaderboard(benchmark: Benchmark, best_csv: Path, scores_csv: Path, ou
     """leaderboard.csv, leaderboard.md and budgets.csv from best.csv and scores.csv.
 
     budgets_h: the time budgets in hours (any list; sorted, duplicates dropped)."""
-    with _bulk():
+    with no_gc():
         scores = read_scores(scores_csv, RANKING_COLUMNS)
         board = leaderboard_rows(benchmark, read_best(best_csv), scores)
         budgets = budget_rows(benchmark, scores, budgets_h)

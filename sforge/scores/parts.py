@@ -34,7 +34,7 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -43,14 +43,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..bulk import no_gc
 from ..errors import SforgeError
 from ..fileio import atomic_write_bytes, atomic_write_text, create_temp
 from ..model import Benchmark
-from ..submissions import Submission
+from ..submissions import RecordRow, Submission, record_rows
 from .cache import _cache_path, _dumps, _loads, _missing, _sig, prune_shards
 from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
 from .ranking import best_rows, not_valid_rows, score_rows
-from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _bulk, _empty, csv_lines
+from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_lines
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ NEWEST_INVALID = 100  # invalid rows per task kept for the report's index (it li
 # What the index shows of an invalid row (sforge.report).
 INVALID_FIELDS = ("task", "source", "name", "key", "reason", "summary", "graded_at")
 
-Records = Sequence[tuple[Submission, Path]]
+Records = Sequence[RecordRow]
 
 
 @dataclass
@@ -84,11 +85,11 @@ def _task_settings(bench: Benchmark, task_id: str) -> str:
                       sort_keys=True, default=str)
 
 
-def _digest(head: str, records: list[tuple[Submission, Path]]) -> str:
-    """What a task's part is made of; the order of `records` does not matter."""
+def _digest(head: str, rows: list[RecordRow]) -> str:
+    """What a task's part is made of; the order of `rows` does not matter."""
     lines = []
-    for sub, path in records:
-        name = os.fspath(path)
+    for sub in rows:
+        name = sub.result
         try:
             st = os.stat(name)
         except FileNotFoundError:
@@ -116,13 +117,14 @@ def _spans(tasks: list[str]) -> dict[str, tuple[int, int]]:
     return {tasks[a]: (a, b) for a, b in zip(starts, ends, strict=True)} if tasks else {}
 
 
-def _make_parts(bench: Benchmark, records: list[tuple[Submission, Path]], hours: list[float],
-                cache: Path) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
+def _make_parts(bench: Benchmark, rows: list[RecordRow], hours: list[float], cache: Path,
+                known: Mapping[str, tuple[Any, ...]] | None = None
+                ) -> tuple[dict[str, dict[str, Any]], pd.DataFrame]:
     """The parts of every task of `records`, computed together and split by task: each table
     is made once over all rows by the very functions the one-table path uses, and its rows
     are dealt out to their tasks from plain lists (no pandas operation per task). → the
     parts and their rows of scores.csv."""
-    frame = score_rows(bench, records, cache, prune=False)
+    frame = score_rows(bench, rows, cache, prune=False, known=known)
     tasks = frame["task"].tolist()
     sources = frame["source"].tolist()
     spans = _spans(tasks)
@@ -258,8 +260,8 @@ def _fresh(old: dict[str, Any], old_fps: dict[str, Any],
 def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list[float], *,
                fingerprints: dict[str, str | None] | None = None,
                records_of: Callable[[list[str]], Records] | None = None,
-               fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None
-               ) -> PartsUpdate:
+               fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None,
+               known: Mapping[str, tuple[Any, ...]] | None = None) -> PartsUpdate:
     """task → its part, in task order; reuses the cached parts whose digest still matches.
 
     With `fingerprints` (task → folder fingerprint, for every task of the benchmark), a task
@@ -281,19 +283,19 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
         fresh = _fresh(old, old_fps, fingerprints)
         asked = [t for t in fingerprints if t not in fresh]
         records = records_of(asked) if records_of is not None and asked else []
-    by_task: dict[str, list[tuple[Submission, Path]]] = {}
-    for sub, path in records:
-        by_task.setdefault(sub.task, []).append((sub, path))
+    by_task: dict[str, list[RecordRow]] = {}
+    for row in records:
+        by_task.setdefault(row.task, []).append(row)
     if fingerprints is None:
         head = json.dumps([_PARTS_VERSION, hours])
         sigs = {t: _digest(head + _task_settings(bench, t), recs) for t, recs in by_task.items()}
     stale = [t for t in sorted(by_task) if fingerprints is not None
              or not (isinstance(old.get(t), dict) and old[t].get("sig") == sigs[t])]
     made, frame = _make_parts(bench, [r for t in stale for r in by_task[t]], hours,
-                              _cache_path(scores_csv)) if stale else ({}, None)
+                              _cache_path(scores_csv), known) if stale else ({}, None)
     tasks = sorted(set(by_task) | {t for t in fresh if t in old})
     parts = {t: {**made[t], "sig": sigs.get(t),
-                 "dirs": sorted({os.path.dirname(os.fspath(p)) for _, p in by_task[t]})}
+                 "dirs": sorted({os.path.dirname(r.result) for r in by_task[t]})}
              if t in made else old[t] for t in tasks}
     new_fps: dict[str, Any] = {}
     if fingerprints is not None:
@@ -314,8 +316,8 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
     parts: the same files write_scores, write_best and write_leaderboard make one after the
     other. → how many tasks' parts were computed (0 when nothing changed)."""
     hours = _check_budgets(budgets_h)
-    with _bulk():
-        update = task_parts(bench, records, out.scores, hours)
+    with no_gc():
+        update = task_parts(bench, record_rows(records), out.scores, hours)
         _save_store(out.scores, *_write(bench, update, out, hours), {})
     return len(update.made)
 
@@ -323,14 +325,16 @@ def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
 def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
                   fingerprints: dict[str, str | None],
                   records_of: Callable[[list[str]], Records],
-                  fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None
-                  ) -> PartsUpdate:
+                  fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None,
+                  known: Mapping[str, tuple[Any, ...]] | None = None) -> PartsUpdate:
     """The tables of write_tables, computing only the tasks whose folder fingerprint changed
-    (see task_parts); nothing is written when no table can have changed."""
+    (see task_parts); nothing is written when no table can have changed. `known`: result
+    fields read moments ago (sforge.scores.cache.read_results)."""
     hours = _check_budgets(budgets_h)
-    with _bulk():
+    with no_gc():
         update = task_parts(bench, [], out.scores, hours, fingerprints=fingerprints,
-                            records_of=records_of, fingerprints_of=fingerprints_of)
+                            records_of=records_of, fingerprints_of=fingerprints_of,
+                            known=known)
         outputs = (out.scores, out.best, out.leaderboard, out.leaderboard_md, out.budgets)
         if update.changed or not all(p.exists() for p in outputs):
             update.changed = True

@@ -12,16 +12,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..bulk import no_gc
 from ..errors import SforgeError
 from ..model import Benchmark
 from ..rescaling import KINDS, validate
-from ..submissions import Submission
+from ..submissions import RecordRow, Submission, record_rows
 from .cache import _RESULT_FIELDS, _cache_path, read_results
 from .tables import (
     BEST_COLUMNS,
     RANKING_COLUMNS,
     SCORES_COLUMNS,
-    _bulk,
     _empty,
     _write_csv,
     _write_sidecar,
@@ -72,16 +72,16 @@ _SUBMISSION_FIELDS = ("source", "task", "name", "sha256", "submitted_at", "elaps
                       "model", "path")
 
 
-def score_rows(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
-               cache: Path | None = None, prune: bool = True) -> pd.DataFrame:
+def score_rows(bench: Benchmark, rows: Sequence[RecordRow], cache: Path | None = None,
+               prune: bool = True, known: Mapping[str, tuple[Any, ...]] | None = None
+               ) -> pd.DataFrame:
     """The scores.csv table: each submission joined with its eval result, rescaled.
+    `known`: result fields already read (sforge.scores.cache.read_results).
 
     Sorted by task, source, name, archive, so the same inputs give the same bytes."""
     # Plain tuples: hashing and sorting them is far cheaper than Submission objects with Paths.
-    subs = sorted(dict.fromkeys(
-        (s.source, s.task, s.name, s.sha256, s.submitted_at, s.elapsed_s, s.agent, s.model, str(p))
-        for s, p in records), key=operator.itemgetter(1, 0, 2, 3, 8))
-    results = read_results([row[8] for row in subs], cache, prune=prune)
+    subs = sorted(dict.fromkeys(r[:9] for r in rows), key=operator.itemgetter(1, 0, 2, 3, 8))
+    results = read_results([row[8] for row in subs], cache, prune=prune, known=known)
     # Column lists straight from the tuples: no row objects, no per-column type inference.
     sub_cols = dict(zip(_SUBMISSION_FIELDS, zip(*subs, strict=True) if subs else
                         [()] * len(_SUBMISSION_FIELDS), strict=True))
@@ -122,8 +122,8 @@ def write_scores(benchmark: Benchmark, records: list[tuple[Submission, Path]], o
     cache=True keeps parsed results in <dir of out>/.cache/scores.csv.results/ for the next
     aggregation."""
     out = Path(out)
-    with _bulk():
-        table = score_rows(benchmark, records, _cache_path(out) if cache else None)
+    with no_gc():
+        table = score_rows(benchmark, record_rows(records), _cache_path(out) if cache else None)
         _write_csv(table, out)
         if cache:
             _write_sidecar(table, out)
@@ -206,7 +206,7 @@ def best_rows(bench: Benchmark, scores: pd.DataFrame) -> pd.DataFrame:
 
 def write_best(benchmark: Benchmark, scores_csv: Path, out: Path) -> None:
     """best.csv from scores.csv."""
-    with _bulk():
+    with no_gc():
         _write_csv(best_rows(benchmark, read_scores(scores_csv, RANKING_COLUMNS)), Path(out))
 
 

@@ -7,11 +7,9 @@ id like "0012" stays a string and an empty field is the only missing value.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -163,19 +161,6 @@ def csv_lines(df: pd.DataFrame) -> list[str]:
 
 def _write_csv(df: pd.DataFrame, path: Path) -> None:
     atomic_write_text(Path(path), csv_text(df))
-
-
-@contextlib.contextmanager
-def _bulk() -> Iterator[None]:
-    """No cyclic GC while 100k rows of acyclic lists and tuples are built: the collector
-    would rescan the growing heap again and again (0.6–0.9 s of 5 s measured)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def read_scores(path: Path, usecols: Sequence[str] | None = None) -> pd.DataFrame:
