@@ -43,15 +43,11 @@ class Feedback:
     rejected: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None  # the result file could not be read
 
-    def compact(self) -> list[Any]:
-        """details, metrics and rejected members as plain JSON (the result cache keeps
-        them, so a report page does not parse its 500 result files again)."""
-        return [[list(d) for d in self.details], self.metrics,
-                [[r["path"], r["reason"]] for r in self.rejected]]
-
     @classmethod
     def from_compact(cls, data: Any, summary: Any = None, reason: Any = None) -> Feedback | None:
-        """The inverse of compact() (None when `data` is not its shape: a damaged cache)."""
+        """Feedback from compact_feedback's lists, which the result cache keeps so a report
+        page does not parse its 500 result files again (None when `data` is not of that
+        shape: a damaged cache)."""
         try:
             details, metrics, rejected = data
             return cls(list(map(Detail._make, details)), dict(metrics), _text(summary),
@@ -77,33 +73,41 @@ def _number(value: Any) -> float | None:
 def normalise_details(raw: Any) -> list[Detail]:
     """A grader's `details` as Detail rows. An item that is not an object is kept as its
     message; a missing name becomes the item's position, so nothing a grader said is lost."""
+    return list(map(Detail._make, _detail_tuples(raw)))
+
+
+def _detail_tuples(raw: Any) -> list[tuple[str, str, float | None, str]]:
+    """normalise_details as plain tuples (the result cache stores them as they are)."""
     if isinstance(raw, dict):
         raw = [raw]
     if not isinstance(raw, list):
-        return [] if raw is None else [Detail("0", "", None, _text(raw))]
+        return [] if raw is None else [("0", "", None, _text(raw))]
     items: list[Any] = []
     for item in raw:  # {"test_a": "PASSED", "test_b": {...}}: one entry per test name
-        if isinstance(item, dict) and item and not set(item) & _DETAIL_KEYS:
+        if type(item) is dict and item.keys() <= _PLAIN_KEYS:  # the usual shape
+            items.append(item)
+        elif isinstance(item, dict) and item and not set(item) & _DETAIL_KEYS:
             items += [v if isinstance(v, dict) and "name" in v else
                       ({"name": k, **v} if isinstance(v, dict) else {"name": k, "status": v})
                       for k, v in item.items()]
         else:
             items.append(item)
-    out = []
+    out: list[tuple[str, str, float | None, str]] = []
     for i, item in enumerate(items):
         if type(item) is dict and item.keys() <= _PLAIN_KEYS:  # the usual shape, made directly
             name, status, score = item.get("name", i), item.get("status"), item.get("score")
             if type(name) is str and len(name) <= MAX_TEXT and (
                     status is None or type(status) is str and len(status) <= MAX_TEXT):
-                out.append(Detail(name, status or "", _number(score), ""))
+                out.append((name, status or "", score if type(score) is float
+                            and math.isfinite(score) else _number(score), ""))
                 continue
         if not isinstance(item, dict):
-            out.append(Detail(str(i), "", None, _text(item)))
+            out.append((str(i), "", None, _text(item)))
             continue
         name = item.get("name", item.get("test", i))
         message = item.get("message", item.get("msg", item.get("error")))
-        out.append(Detail(_text(name), _text(item.get("status")), _number(item.get("score")),
-                          _text(message)))
+        out.append((_text(name), _text(item.get("status")), _number(item.get("score")),
+                    _text(message)))
     return out
 
 
@@ -133,12 +137,19 @@ def read_feedback(path: Path | str) -> Feedback:
 
 def feedback_of(data: dict[str, Any]) -> Feedback:
     """Feedback of a parsed eval result."""
-    rejected = [{"path": _text(r.get("path")), "reason": _text(r.get("reason"))}
+    feedback = Feedback.from_compact(compact_feedback(data), data.get("summary"),
+                                     data.get("reason"))
+    assert feedback is not None  # compact_feedback's own shape
+    return feedback
+
+
+def compact_feedback(data: dict[str, Any]) -> list[Any]:
+    """details, metrics and rejected members of a parsed eval result as plain JSON lists
+    (Feedback.from_compact reads them back)."""
+    rejected = [[_text(r.get("path")), _text(r.get("reason"))]
                 for r in data.get("rejected") or [] if isinstance(r, dict)]
-    return Feedback(details=normalise_details(data.get("details")),
-                    metrics=normalise_metrics(data.get("metrics")),
-                    summary=_text(data.get("summary")), reason=_text(data.get("reason")),
-                    rejected=rejected)
+    return [_detail_tuples(data.get("details")), normalise_metrics(data.get("metrics")),
+            rejected]
 
 
 def read_many(paths: Iterable[Path]) -> dict[Path, Feedback]:

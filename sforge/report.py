@@ -286,35 +286,42 @@ _VIEW_COLUMNS = ("task", "key", "source", "name", "submission", "valid", "reason
                  "agent", "model")
 
 
+def _nan_last(value: Any) -> tuple[int, Any]:
+    """A sort key putting missing values (NaN, None) after all others, as pandas does."""
+    return (1, 0) if value is None or value != value else (0, value)
+
+
 def _submission_views(rows: pd.DataFrame, colors: dict[str, str], link: Linker
                       ) -> list[SubmissionView]:
-    rows = rows.sort_values(["source", "submitted_at", "elapsed_s", "name"],
-                            na_position="last", kind="stable")
-    tasks = rows["task"].unique()
+    """The task's submissions by source, then time submitted, agent time and name (missing
+    values last; ties in row order)."""
+    cols = [rows[c].tolist() for c in _VIEW_COLUMNS]  # to_dict("records") cost 3× this
+    tasks = set(cols[0])
     # One task's results are one folder, whose cache shard holds the very parse the rows
     # were made from; a file it lacks (no cache, another folder) is read.
     feedback: dict[str, Feedback] = {}
     if len(tasks) == 1:
-        folder = os.path.abspath(link.layout.eval_result(str(tasks[0]), "-").parent)
+        folder = os.path.abspath(link.layout.eval_result(str(next(iter(tasks))), "-").parent)
         feedback = {name.removesuffix(".json"): f for name, f in
                     cached_feedback(_cache_path(link.layout.scores), folder).items()}
+    at = {c: i for i, c in enumerate(_VIEW_COLUMNS)}
+    keys = [cols[at[c]] for c in ("source", "submitted_at", "elapsed_s", "name")]
+    order = sorted(range(len(rows)), key=lambda i: tuple(_nan_last(k[i]) for k in keys))
     out = []
-    cols = {c: rows[c].tolist() for c in _VIEW_COLUMNS}  # to_dict("records") cost 3× this
-    for values in zip(*cols.values(), strict=True):
-        r = dict(zip(_VIEW_COLUMNS, values, strict=True))
-        links = link.result(r["task"], r["key"], from_index=False)
-        if r["key"] not in feedback:
-            feedback[r["key"]] = read_feedback(link.layout.eval_result(r["task"], r["key"]))
+    for values in zip(*([c[i] for i in order] for c in cols), strict=True):
+        (task, key, source, name, submission, valid, reason, score, rescaled, summary,
+         submitted_at, elapsed_s, graded_at, duration_s, agent, model) = values
+        found = feedback.get(key)
+        if found is None:
+            found = feedback[key] = read_feedback(link.layout.eval_result(task, key))
         out.append(SubmissionView(
-            source=r["source"], color=colors.get(r["source"], ""), name=r["name"],
-            sha=r["submission"][:12], key=r["key"], verdict=verdict(r["valid"], r["reason"]),
-            score=_raw(r["score"]), rescaled=_fmt(r["rescaled"]),
-            summary=r["summary"] if isinstance(r["summary"], str) else "",
-            reason=r["reason"] if isinstance(r["reason"], str) else "",
-            submitted=_when(r["submitted_at"]), hours=_hours(r["elapsed_s"]),
-            graded=_when(r["graded_at"]), duration=_fmt(r["duration_s"], 1),
-            agent=_fmt(r["agent"]), model=_fmt(r["model"]), links=links,
-            feedback=feedback[r["key"]]))
+            source=source, color=colors.get(source, ""), name=name, sha=submission[:12],
+            key=key, verdict=verdict(valid, reason), score=_raw(score),
+            rescaled=_fmt(rescaled), summary=summary if isinstance(summary, str) else "",
+            reason=reason if isinstance(reason, str) else "", submitted=_when(submitted_at),
+            hours=_hours(elapsed_s), graded=_when(graded_at), duration=_fmt(duration_s, 1),
+            agent=_fmt(agent), model=_fmt(model),
+            links=link.result(task, key, from_index=False), feedback=found))
     return out
 
 

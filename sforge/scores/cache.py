@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from ..errors import SforgeError
-from ..feedback import Feedback, feedback_of
+from ..feedback import Feedback, compact_feedback
 from ..fileio import atomic_write_bytes
 from ..fileio import loads_json as _loads
 from ..forking import fork_map
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # Fields taken from each eval result JSON (sforge.results.EvalResult).
 _RESULT_FIELDS = ("task", "submission", "key", "valid", "score", "summary", "reason",
                   "duration_s", "finished_at", "judge_image")
-_CACHE_VERSION = "3"  # 3: each entry ends with the result's feedback (Feedback.compact)
+_CACHE_VERSION = "3"  # 3: each entry ends with the result's feedback (compact_feedback)
 # Result directories a worker process must have to be worth its start (sforge.forking): a
 # cold read of 100,000 results over 200 directories parses on every core.
 DIRS_PER_PROCESS = 25
@@ -99,7 +99,7 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
     return _sig(st), (data["task"], data["submission"], data.get("key") or Path(path).stem,
                       data["valid"], score, data.get("summary"), data.get("reason"), duration,
                       data.get("finished_at") or None, data.get("judge_image") or None), \
-        feedback_of(data).compact()
+        compact_feedback(data)
 
 
 def _cache_path(out: Path) -> Path:
