@@ -22,7 +22,7 @@ from .layout import Layout
 from .loader import load_benchmark, load_benchmark_name
 from .model import Benchmark, Task
 from .results import eval_key, eval_keyer
-from .submissions import Found, RecordRow, Submission, discover_rows
+from .submissions import RecordRow, Submission, discover_rows
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Pipeline:
     cache: HashCache
     bases: dict[str, ImageRef] = field(default_factory=dict)
     refs: dict[str, dict[str, ImageRef]] = field(default_factory=dict)
-    _found: list[Found] | None = None
+    _found: list[RecordRow] | None = None
     _submissions: list[Submission] | None = None
     _rows: dict[frozenset[str], list[RecordRow]] = field(default_factory=dict)
     _records: dict[frozenset[str], list[tuple[Submission, Path]]] = field(default_factory=dict)
@@ -126,8 +126,8 @@ class Pipeline:
         and building load those every time) and by folder (a task's archives load alone)."""
         return FolderHashCache(self.layout.cache / "archives")
 
-    def found(self) -> list[Found]:
-        """The submissions of the benchmark's tasks, as plain rows."""
+    def found(self) -> list[RecordRow]:
+        """The submissions of the benchmark's tasks, as plain rows (no result paths)."""
         if self._found is None:
             found = discover_rows([self.submissions_dir, self.layout.store],
                                   self.archive_hashes)
@@ -163,24 +163,32 @@ class Pipeline:
     def record_rows(self, ids: list[str] | None = None) -> list[RecordRow]:
         """Each submission of the selected tasks with the result file that grades it, as
         the tables take them (computed once per selection: 100,000 eval keys are not free).
-        A few tasks asked for before all submissions are known list only those tasks'
-        folders."""
+        Before all submissions are known, only the selected tasks' folders are listed, and
+        the keys are made in the workers that list them."""
         wanted = frozenset(t.id for t in self.tasks(ids))
         if wanted not in self._rows:
-            if self._found is None and ids and len(wanted) < len(self.bench.tasks):
-                found = discover_rows([self.submissions_dir, self.layout.store],
-                                      self.archive_hashes, set(wanted))
-                self.archive_hashes.save()
-            else:
-                found = self.found()
             # eval_target's key and eval_path's path, made per task (100,000 records)
             keyers = {t: eval_keyer(self.refs[t]["judge"].tag,
                                     self.bench.tasks[t].judge_settings()) for t in wanted}
             folders = {t: os.fspath(self.layout.eval_result(t, "-").parent) for t in wanted}
-            self._rows[wanted] = [
-                RecordRow(*f[:8], f"{folders[f.task]}/{keyers[f.task](f.sha256)}.json",
-                          f.archive)
-                for f in found if f.task in wanted]
+
+            def result_of(task: str, sha256: str) -> str:
+                keyer = keyers.get(task)
+                return f"{folders[task]}/{keyer(sha256)}.json" if keyer is not None else ""
+
+            if self._found is not None:
+                rows = [r._replace(result=result_of(r.task, r.sha256))
+                        for r in self._found if r.task in wanted]
+            else:
+                every = len(wanted) == len(self.bench.tasks)
+                rows = discover_rows([self.submissions_dir, self.layout.store],
+                                     self.archive_hashes, None if every else set(wanted),
+                                     result_of)
+                self.archive_hashes.save()
+                rows = [r for r in rows if r.task in wanted]
+                if every:  # all submissions are known now (found() ignores the results)
+                    self._found = rows
+            self._rows[wanted] = rows
         return self._rows[wanted]
 
     def records(self, ids: list[str] | None = None) -> list[tuple[Submission, Path]]:

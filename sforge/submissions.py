@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -34,27 +34,10 @@ class Submission:
     model: str | None = None
 
 
-class Found(NamedTuple):
-    """A submission as discover_rows lists it: plain strings and numbers (a Submission with
-    its Path costs 3× as much to make, and 10× to send back from a worker process)."""
-    source: str
-    task: str
-    name: str
-    sha256: str
-    submitted_at: str | None
-    elapsed_s: float | None
-    agent: str | None
-    model: str | None
-    archive: str
-
-    def submission(self) -> Submission:
-        return Submission(self.source, self.task, self.name, Path(self.archive), self.sha256,
-                          self.submitted_at, self.elapsed_s, self.agent, self.model)
-
-
 class RecordRow(NamedTuple):
     """A submission with the path of the result file that grades it, as the tables take
-    them (sforge.scores): Found's fields, the result before the archive."""
+    them (sforge.scores): plain strings and numbers (a Submission with its Path costs 3× as
+    much to make, and 10× to send back from a worker process)."""
     source: str
     task: str
     name: str
@@ -63,7 +46,7 @@ class RecordRow(NamedTuple):
     elapsed_s: float | None
     agent: str | None
     model: str | None
-    result: str
+    result: str  # the result file's path ("" when not asked for)
     archive: str
 
     def submission(self) -> Submission:
@@ -129,8 +112,10 @@ def discover(roots: list[Path], cache: HashCache | FolderHashCache,
 
 
 def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
-                  tasks: set[str] | None = None) -> list[Found]:
-    """discover's submissions as Found rows, in order of their paths.
+                  tasks: set[str] | None = None,
+                  result_of: Callable[[str, str], str] | None = None) -> list[RecordRow]:
+    """discover's submissions as rows, in order of their paths; `result_of(task, sha256)`
+    names each one's result file (else "").
 
     One directory listing per task folder and one stat per archive; names starting with a
     dot are never submissions. Folders are shared out to worker processes, each saving the
@@ -138,8 +123,8 @@ def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
     folders = [item for root in roots if root.is_dir()
                for item in _task_folders(root.resolve(), tasks)]
 
-    def one(item: tuple[str, str, str]) -> list[tuple[str, Found]]:
-        found = _folder_rows(*item, cache)
+    def one(item: tuple[str, str, str]) -> list[tuple[str, RecordRow]]:
+        found = _folder_rows(*item, cache, result_of)
         cache.save()
         return found
 
@@ -148,8 +133,9 @@ def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
     return [f for _, f in found]
 
 
-def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderHashCache
-                 ) -> list[tuple[str, Found]]:
+def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderHashCache,
+                 result_of: Callable[[str, str], str] | None = None
+                 ) -> list[tuple[str, RecordRow]]:
     """(listed path, row) of each archive in one task folder."""
     try:
         entries = {e.name: e for e in os.scandir(folder) if not e.name.startswith(".")}
@@ -163,9 +149,11 @@ def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderH
         path = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
         sidecar = f"{name}.json"
         meta = _sidecar(os.path.join(folder, sidecar)) if sidecar in entries else {}
-        out.append((entry.path, Found(
-            source, task, name, cache.sha256(path, entry.stat()), meta.get("submitted_at"),
-            meta.get("elapsed_s"), meta.get("agent"), meta.get("model"), path)))
+        sha = cache.sha256(path, entry.stat())
+        out.append((entry.path, RecordRow(
+            source, task, name, sha, meta.get("submitted_at"), meta.get("elapsed_s"),
+            meta.get("agent"), meta.get("model"),
+            result_of(task, sha) if result_of is not None else "", path)))
     return out
 
 

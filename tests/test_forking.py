@@ -4,6 +4,7 @@ dies is an error, never a wait without end."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -45,3 +46,52 @@ def test_a_killed_worker_is_an_error_not_a_hang():
 
     with pytest.raises(SforgeError, match="worker process died"):
         forking.fork_map(one, list(range(8)), 1)
+
+
+def test_submissions_listed_in_workers_are_the_serial_ones(tmp_path, monkeypatch):
+    """discover_rows shares task folders out to workers: the same rows in the same order
+    as a serial listing, and each worker saves the hashes of its folders (the next
+    listing reads no archive)."""
+    import json
+
+    from sforge import hashing, submissions
+
+    root = tmp_path / "submissions"
+    for s in range(3):
+        for t in range(4):
+            folder = root / f"src{s}" / f"task{t}"
+            folder.mkdir(parents=True)
+            for i in range(3):
+                (folder / f"a{i}.tar.gz").write_bytes(f"{s}{t}{i}".encode())
+            (folder / "a1.json").write_text(json.dumps({"elapsed_s": 60.0 + s, "agent": "x"}))
+    (root / "src0" / "task0" / ".hidden.tar").write_bytes(b"no")
+    monkeypatch.setattr(hashing.HashCache, "RACY_NS", -1)
+
+    def listed(per: int, cache: Path) -> list[submissions.RecordRow]:
+        monkeypatch.setattr(submissions, "FOLDERS_PER_PROCESS", per)
+        return submissions.discover_rows([root], hashing.FolderHashCache(cache),
+                                         result_of=lambda task, sha: f"{task}/{sha[:8]}")
+
+    serial = listed(10**6, tmp_path / "serial")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    real = submissions._folder_rows
+
+    def rows(*a):  # type: ignore[no-untyped-def]
+        (pids / str(os.getpid())).touch()
+        return real(*a)
+
+    monkeypatch.setattr(submissions, "_folder_rows", rows)
+    parallel = listed(1, tmp_path / "parallel")
+    assert {int(p.name) for p in pids.iterdir()} - {os.getpid()}
+    assert parallel == serial and len(serial) == 36
+    assert [f.archive for f in serial] == sorted(f.archive for f in serial)
+    assert [(f.name, f.elapsed_s, f.agent) for f in serial[:3]] == [
+        ("a0", None, None), ("a1", 60.0, "x"), ("a2", None, None)]
+    assert all(f.result == f"{f.task}/{f.sha256[:8]}" for f in serial)
+
+    def unread(path):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"{path} read again")
+
+    monkeypatch.setattr(hashing, "file_sha256", unread)
+    assert listed(10**6, tmp_path / "parallel") == serial

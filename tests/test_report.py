@@ -168,6 +168,54 @@ def test_task_page_shows_every_submission_with_feedback(pages):
     assert 'href="../report.html"' in page
 
 
+def test_task_pages_take_feedback_from_the_result_cache(bench, tmp_path, monkeypatch):
+    """A task page reads its submissions' details from the cache the tables were made from
+    (one file per task, not one per submission), and reads the result files themselves
+    when that cache is gone: the same pages either way."""
+    layout = make_tables(bench, tmp_path / "results", SAMPLE)
+    write(bench, layout, cache=False)
+    before = all_pages(layout)
+    reads: list[str] = []
+    real = report.read_feedback
+    monkeypatch.setattr(report, "read_feedback", lambda path: (reads.append(str(path)),
+                                                                real(path))[1])
+    write(bench, layout, cache=False)
+    assert reads == [] and all_pages(layout) == before
+    shutil.rmtree(layout.root / ".cache" / "scores.csv.results")
+    write(bench, layout, cache=False)
+    assert len(reads) == len({(r[1], i) for i, r in enumerate(SAMPLE)})
+    assert all_pages(layout) == before
+
+
+def test_a_plot_samples_many_points_keeping_every_improvement():
+    """Over MAX_POINTS timed submissions of one source, the time plot shows MAX_POINTS of
+    them, always with those where the best so far improved; the distribution shows
+    MAX_POINTS too, and the same rows give the same picture."""
+    import pandas as pd
+
+    from sforge import plots
+
+    n = plots.MAX_POINTS + 150
+    scores = [float(i % 97) + (i // 97) * 0.01 for i in range(n)]
+    rows = pd.DataFrame({
+        "source": ["a"] * n, "name": [f"s{i}" for i in range(n)], "valid": [True] * n,
+        "score": scores, "rescaled": scores, "elapsed_s": [60.0 * i for i in range(n)],
+        "graded_at": ["2025-01-01T00:00:00+00:00"] * n})
+    task = SimpleNamespace(score=SimpleNamespace(rescale=None, direction="maximize"))
+    colors = plots.source_colors(["a"])
+    svg = plots.task_time_svg(task, rows, colors)
+    assert svg is not None and svg.count("<circle") == plots.MAX_POINTS
+    best, improved = -1.0, []
+    for i, s in enumerate(scores):
+        if s > best:
+            best, _ = s, improved.append(f"a · s{i}\n")
+    assert all(name in svg for name in improved)
+    dist = plots.task_distribution_svg(task, rows, colors)
+    assert dist is not None and dist.count("<circle") == plots.MAX_POINTS
+    assert plots.task_time_svg(task, rows, colors) == svg
+    assert plots.task_distribution_svg(task, rows, colors) == dist
+
+
 def test_plots_say_what_each_point_is(pages):
     page = task_page(pages, "max_task")
     titles = re.findall(r"<title>(.*?)</title>", page.split("<body>")[1], re.S)

@@ -708,3 +708,11 @@ def test_result_directories_read_in_worker_processes_as_in_one(tmp_path, monkeyp
     assert {int(p.name) for p in pids.iterdir()} - {os.getpid()}
     with pytest.raises(SforgeError, match=re.escape(broken)):
         score_cache.read_results(paths, None)
+    # Tolerant, a file that is not there (graded anew, moved away) is left out, not raised.
+    gone = paths[3]
+    Path(gone).unlink()
+    bad = []
+    got = score_cache.read_results(paths, tmp_path / "serial",
+                                   on_unreadable=lambda p, w: bad.append(p))
+    assert gone not in got and broken not in got and bad == [broken]
+    assert len(got) == len(paths) - 2
