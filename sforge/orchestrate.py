@@ -429,7 +429,15 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
             return False
         if out.missing:
             prints.update(task_fingerprints(pipe, stale))
-        read = out.read
+        else:
+            # What was read stands for the tables only where the task's fingerprint was
+            # taken before it: a task fingerprinted again later (too fresh now) is read
+            # again, or a change in between would be stored as seen.
+            from .scores.cache import _RESULT_FIELDS
+
+            at = _RESULT_FIELDS.index("task")
+            later = {t for t, fp in prints.items() if fp is None}
+            read = {p: f for p, f in out.read.items() if f[at] not in later}
     update_report_target(pipe, prints, read)
     return True
 

@@ -486,6 +486,35 @@ def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
     assert rendered == [] and listed == []
 
 
+def test_a_result_changed_before_a_late_fingerprint_is_read_again(tmp_path, monkeypatch):
+    """The tables take the results grading's check has just read, except for a task that is
+    fingerprinted again later (too fresh at the scan): a result changed in between is read
+    anew, not stored under a fingerprint that already shows the change."""
+    from sforge import orchestrate
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    bench_dir, results, paths = _graded_world(tmp_path)
+    real = folders.fingerprints
+    scans: list[dict] = []
+
+    def first_too_fresh(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if len(scans) == 1:  # the late fingerprint: s7 (beta, min_task) changed just before
+            changed = EvalResult.read(paths["s7"])
+            changed.score = 65.0
+            changed.write(paths["s7"])
+        out = real(*args, **kwargs)
+        scans.append(out)
+        return dict.fromkeys(out) if len(scans) == 1 else out
+
+    monkeypatch.setattr(folders, "fingerprints", first_too_fresh)
+    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    assert len(scans) == 2
+    lay = _pipeline(bench_dir, results).layout
+    rows = scores.read_scores(lay.scores)
+    assert rows.loc[rows["name"] == "s7", "score"].tolist() == [65.0]
+
+
 def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     """`sforge report` after one changed result computes and renders that task alone (the
     others are not even listed), and its tables and pages are those the one-table path
