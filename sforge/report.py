@@ -342,21 +342,22 @@ def _memo_escape(value: Any) -> str:
     return out
 
 
-_DETAIL_ROWS: dict[Detail, str] = {}
+_DETAIL_ROWS: dict[Any, str] = {}
 
 
 def _detail_row(d: Detail) -> str:
     """A row of a submission's details table, remembered: submissions mostly repeat the
-    same tests with the same verdicts."""
-    out = _DETAIL_ROWS.get(d)
+    same tests with the same verdicts (a zero score by its sign too: -0.0 == 0.0)."""
+    key = d if d.score != 0.0 else (d, str(d.score))
+    out = _DETAIL_ROWS.get(key)
     if out is None:
         if len(_DETAIL_ROWS) > 100_000:
             _DETAIL_ROWS.clear()
         e = _memo_escape
         score = "" if d.score is None else f"{d.score:.6g}"
-        out = _DETAIL_ROWS[d] = (f'<tr><td class="text">{e(d.test)}</td><td class="text">'
-                                 f'{e(d.status)}</td>\n<td>{score}</td><td class="text long">'
-                                 f"{e(d.message)}</td></tr>\n")
+        out = _DETAIL_ROWS[key] = (
+            f'<tr><td class="text">{e(d.test)}</td><td class="text">{e(d.status)}</td>\n'
+            f'<td>{score}</td><td class="text long">{e(d.message)}</td></tr>\n')
     return out
 
 

@@ -187,6 +187,14 @@ def test_task_pages_take_feedback_from_the_result_cache(bench, tmp_path, monkeyp
     assert all_pages(layout) == before
 
 
+def test_remembered_detail_rows_keep_what_each_detail_says():
+    from sforge.feedback import Detail
+
+    rows = [report._detail_row(Detail("t", "ok", s, "")) for s in (0.0, -0.0, 0.0, 1.0, 1.0)]
+    assert [r.split("<td>")[1].split("<")[0] for r in rows] == ["0", "-0", "0", "1", "1"]
+    assert "&lt;b&gt;" in report._detail_row(Detail("<b>", "", None, ""))
+
+
 def test_a_plot_samples_many_points_keeping_every_improvement():
     """Over MAX_POINTS timed submissions of one source, the time plot shows MAX_POINTS of
     them, always with those where the best so far improved; the distribution shows
