@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import orjson
-
-from .fileio import read_bytes
+from .fileio import loads_json, read_bytes
 
 DETAIL_COLUMNS = ("test", "status", "score", "message")
 _DETAIL_KEYS = {"name", "test", "status", "score", "message", "msg", "error"}
@@ -122,14 +119,11 @@ def normalise_metrics(raw: Any) -> dict[str, Any]:
 def read_feedback(path: Path | str) -> Feedback:
     """Feedback of the eval result at `path`; an unreadable file says so in `error`."""
     try:
-        data = orjson.loads(read_bytes(path))
+        data = loads_json(read_bytes(path))  # NaN/Infinity literals: json's reading
     except FileNotFoundError:
         return Feedback(error="result file missing")
-    except (OSError, orjson.JSONDecodeError) as exc:
-        try:  # NaN/Infinity literals: Python's json reads them
-            data = json.loads(Path(path).read_bytes())
-        except (OSError, ValueError):
-            return Feedback(error=f"unreadable result file: {exc}")
+    except (OSError, ValueError, RecursionError) as exc:
+        return Feedback(error=f"unreadable result file: {exc}")
     if not isinstance(data, dict):
         return Feedback(error="not an eval result")
     return feedback_of(data)
@@ -150,7 +144,3 @@ def compact_feedback(data: dict[str, Any]) -> list[Any]:
                 for r in data.get("rejected") or [] if isinstance(r, dict)]
     return [_detail_tuples(data.get("details")), normalise_metrics(data.get("metrics")),
             rejected]
-
-
-def read_many(paths: Iterable[Path]) -> dict[Path, Feedback]:
-    return {p: read_feedback(p) for p in dict.fromkeys(paths)}

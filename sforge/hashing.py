@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from .fileio import atomic_write_bytes
+from .fileio import atomic_write_bytes, loads_json
 
 TAG_HEX = 12
 _CHUNK = 1 << 20
@@ -49,11 +49,7 @@ class HashCache:
         self._dirty = False
         if path is not None and path.is_file():
             try:
-                blob = path.read_bytes()
-                try:
-                    data = orjson.loads(blob)
-                except orjson.JSONDecodeError:  # NaN or a huge integer in parsed metadata
-                    data = json.loads(blob)
+                data = loads_json(path.read_bytes())  # NaN or huge integers: json's reading
                 if (isinstance(data, dict) and data.get("version") == self.VERSION
                         and isinstance(data.get("entries"), dict)):
                     self._entries = data["entries"]

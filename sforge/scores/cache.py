@@ -229,8 +229,6 @@ def _read_dir(cache: Path | None, directory: str, members: list[str],
     return out, unreadable, parsed
 
 
-
-
 def cached_feedback(cache: Path, directory: str) -> dict[str, Feedback]:
     """file name → Feedback of the results of `directory` as its cache shard holds them:
     the very parse the scores were taken from (a report page reads one shard, not 500
