@@ -47,10 +47,19 @@ class Feedback:
         shape: a damaged cache)."""
         try:
             details, metrics, rejected = data
-            return cls(list(map(Detail._make, details)), dict(metrics), _text(summary),
+            made = cls(list(map(Detail._make, details)), dict(metrics), _text(summary),
                        _text(reason), [{"path": p, "reason": r} for p, r in rejected])
         except (TypeError, ValueError):
             return None
+        if type(details) is not list or not all(_compact_detail(d) for d in made.details):
+            return None
+        return made
+
+
+def _compact_detail(d: Detail) -> bool:
+    """Whether a detail read back from the cache is of the shape _detail_tuples makes."""
+    return type(d.test) is str and type(d.status) is str and type(d.message) is str and (
+        d.score is None or type(d.score) is float or type(d.score) is int)
 
 
 def _text(value: Any) -> str:

@@ -72,7 +72,10 @@ def loads_json(blob: bytes | str) -> Any:
     try:
         return orjson.loads(blob)
     except orjson.JSONDecodeError:
-        return json.loads(blob)
+        try:
+            return json.loads(blob)
+        except RecursionError:  # nested deeper than Python's json goes: not ours to read
+            raise ValueError("JSON nested too deeply") from None
 
 
 def read_json(path: Path) -> Any:

@@ -149,7 +149,10 @@ def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderH
         path = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
         sidecar = f"{name}.json"
         meta = _sidecar(os.path.join(folder, sidecar)) if sidecar in entries else {}
-        sha = cache.sha256(path, entry.stat())
+        try:
+            sha = cache.sha256(path, entry.stat())
+        except FileNotFoundError:  # removed since the listing
+            continue
         out.append((entry.path, RecordRow(
             source, task, name, sha, meta.get("submitted_at"), meta.get("elapsed_s"),
             meta.get("agent"), meta.get("model"),

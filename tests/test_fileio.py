@@ -102,3 +102,11 @@ def test_head_tail_short_output_is_whole():
     writer.write(b"x" * 1200)
     writer.end()
     assert out.getvalue() == b"x" * 1200
+
+
+def test_json_nested_too_deeply_is_a_value_error():
+    from sforge.fileio import loads_json
+
+    assert loads_json(b'{"a": NaN}')["a"] != 0  # json's reading where orjson refuses
+    with pytest.raises(ValueError, match="too deeply"):
+        loads_json(b"[" * 100_000)

@@ -95,3 +95,23 @@ def test_submissions_listed_in_workers_are_the_serial_ones(tmp_path, monkeypatch
 
     monkeypatch.setattr(hashing, "file_sha256", unread)
     assert listed(10**6, tmp_path / "parallel") == serial
+
+
+def test_an_archive_removed_while_listed_is_left_out(tmp_path, monkeypatch):
+    from sforge import hashing, submissions
+
+    folder = tmp_path / "submissions" / "src" / "task"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        (folder / f"a{i}.tar").write_bytes(b"x%d" % i)
+    real = submissions.split_archive_name
+
+    def name(filename: str):  # type: ignore[no-untyped-def]
+        if filename == "a1.tar":  # listed, then gone before its stat
+            (folder / filename).unlink(missing_ok=True)
+        return real(filename)
+
+    monkeypatch.setattr(submissions, "split_archive_name", name)
+    rows = submissions.discover_rows([tmp_path / "submissions"],
+                                     hashing.FolderHashCache(tmp_path / "cache"))
+    assert [r.name for r in rows] == ["a0", "a2"]

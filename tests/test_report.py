@@ -181,7 +181,21 @@ def test_task_pages_take_feedback_from_the_result_cache(bench, tmp_path, monkeyp
                                                                 real(path))[1])
     write(bench, layout, cache=False)
     assert reads == [] and all_pages(layout) == before
+    # An entry whose feedback is not of the cache's shape is not taken: its file is read.
+    import json
+
+    shard = next((layout.root / ".cache" / "scores.csv.results").glob("*.json"))
+    data = json.loads(shard.read_text())
+    name, entry = next(iter(data["results"].items()))
+    for bad in ([[["T", "PASSED", "abc", ""]], {}, []], [{"abcd": 1}, {}, []],
+                [[["T", "PASSED", [1], ""]], {}, []]):
+        entry[-1] = bad
+        shard.write_text(json.dumps(data))
+        reads.clear()
+        write(bench, layout, cache=False)
+        assert [Path(r).name for r in reads] == [name] and all_pages(layout) == before
     shutil.rmtree(layout.root / ".cache" / "scores.csv.results")
+    reads.clear()
     write(bench, layout, cache=False)
     assert len(reads) == len({(r[1], i) for i, r in enumerate(SAMPLE)})
     assert all_pages(layout) == before
