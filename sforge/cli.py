@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -177,7 +178,10 @@ def cmd_pull(args) -> int:
 
 # eval / grade -------------------------------------------------------------------------
 def cmd_eval(args) -> int:
-    from .orchestrate import eval_archive, result_view
+    from .bulk import no_gc
+
+    with no_gc():  # the eval path's imports make thousands of objects: no collector passes
+        from .orchestrate import eval_archive, result_view
 
     pipe = _pipeline(_config(args))
     if args.task not in pipe.bench.tasks:
@@ -421,7 +425,38 @@ def _jobs_opt(p) -> None:
                    help="run through a Snakemake profile (e.g. profiles/slurm)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Global options that take a value: what follows them is not the command's name.
+_VALUE_OPTIONS = ("--benchmark", "--results", "--registry", "--config")
+
+
+def command_named(argv: list[str]) -> str | None:
+    """The command `argv` names, as argparse will find it: the first word that is neither a
+    global option nor an option's value (a long option may be abbreviated, short ones
+    clustered: `-vb DIR`). None when there is none (`sforge --help`)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            return next(words, None)
+        if word.startswith("--"):
+            if "=" not in word and len(word) > 2 and \
+                    any(o.startswith(word) for o in _VALUE_OPTIONS):
+                next(words, None)
+        elif word.startswith("-") and len(word) > 1:
+            flags = word[1:]
+            if "b" in flags and flags.index("b") == len(flags) - 1 and \
+                    set(flags[:-1]) <= {"v", "h"}:
+                next(words, None)  # -b DIR, -vb DIR
+        else:
+            return word
+    return None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with `argv`, the run commands' options are only defined when `argv`
+    names one of them (they import the run machinery: a fifth of a one-archive eval's
+    start). Their names and help are always listed."""
+    from .runs import COMMANDS as RUN_COMMANDS
+
     parser = argparse.ArgumentParser(
         prog="sforge", description=__doc__.splitlines()[0], epilog=EPILOG, parents=[COMMON],
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -559,9 +594,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the per-task report as JSON")
     _jobs_opt(p)
 
-    from .runs.cli import add_parsers
+    if argv is None or command_named(argv) in (*RUN_COMMANDS, None):
+        from .runs.cli import add_parsers
 
-    add_parsers(sub, _add, _jobs_opt)
+        add_parsers(sub, _add, _jobs_opt)
+    else:
+        for name, help_ in RUN_COMMANDS.items():
+            sub.add_parser(name, help=help_)
 
     p = _add(sub, "clean", cmd_clean, "list (and with --yes remove) what nothing refers to",
              "List what no current task file, submission or judge setting refers to any\n"
@@ -584,7 +623,10 @@ COMMON = _global_options()
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    if not hasattr(args, "func"):  # a run command command_named missed: define them all
+        args = build_parser().parse_args(argv)
     for name, default in GLOBAL_DEFAULTS.items():
         if not hasattr(args, name):
             setattr(args, name, default)
@@ -612,5 +654,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def run() -> None:
+    """The `sforge` command: main(), then exit without the collector's last passes over
+    everything the command built (pandas, the tables): they cost a report after one change
+    a sixth of its time (the process frees its memory when it ends)."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
 import os
 from collections.abc import Mapping
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from . import validated
 from .errors import SforgeError
+from .fileio import atomic_write_text, loads_json, read_bytes, user_cache
 from .model import DEFAULT_BENCHMARK
 
 # The repository checkout (the bundled benchmark lives there, when sforge runs from one).
@@ -24,10 +24,41 @@ WORKFLOW_DIR = Path(__file__).resolve().parent / "workflow_files"
 DEFAULT_CONFIG = WORKFLOW_DIR / "config.yaml"
 
 
+_PARSED_KEEP = 16  # YAML documents remembered (the newest)
+
+
 def safe_yaml(text: str) -> Any:
-    """yaml.safe_load with libyaml's parser where PyYAML has it: config.yaml is read twice
-    on every command, and the pure-Python parser costs more than the rest of a fast path."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    """yaml.safe_load, remembered by the text's digest in the user's cache: config.yaml and
+    its schema are read on every command, and importing PyYAML and parsing them cost a
+    tenth of a one-archive `sforge eval`. Each call gives its own copy. A document that is
+    not plain JSON data (a YAML date, a number as a key) is parsed every time; a lost or
+    unwritable memory only costs the parse."""
+    key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    memory = user_cache("yaml.json")
+    try:
+        known = loads_json(read_bytes(memory))
+    except (OSError, ValueError):
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    if key in known:
+        return known[key]
+    import yaml
+
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        plain = json.loads(json.dumps(data)) == data
+    except (TypeError, ValueError):
+        plain = False
+    if plain:
+        kept = {k: v for k, v in known.items() if k != key}
+        kept = dict(list(kept.items())[-(_PARSED_KEEP - 1):])
+        kept[key] = data
+        try:
+            memory.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(memory, json.dumps(kept))
+        except OSError:
+            pass
+    return data
 
 
 @functools.cache
@@ -53,7 +84,7 @@ def service_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_path() -> Path:
-    return Path(str(resources.files("sforge").joinpath("config.schema.yaml")))
+    return Path(__file__).parent / "config.schema.yaml"
 
 
 @functools.cache

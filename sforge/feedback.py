@@ -128,7 +128,7 @@ def normalise_metrics(raw: Any) -> dict[str, Any]:
 def read_feedback(path: Path | str) -> Feedback:
     """Feedback of the eval result at `path`; an unreadable file says so in `error`."""
     try:
-        data = loads_json(read_bytes(path))  # NaN/Infinity literals: json's reading
+        data = loads_json(read_bytes(path), bulk=True)  # NaN/Infinity: json's reading
     except FileNotFoundError:
         return Feedback(error="result file missing")
     except (OSError, ValueError, RecursionError) as exc:

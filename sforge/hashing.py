@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from .fileio import atomic_write_bytes, loads_json
 
 TAG_HEX = 12
@@ -110,6 +108,8 @@ class HashCache:
     def save(self) -> None:
         if self.path is None or not self._dirty:
             return
+        import orjson
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Entries (sizes, times, hex digests) through orjson, 100,000 of them in milliseconds;
         # parsed TOML through json, which keeps NaN and integers beyond 64 bits as they are.

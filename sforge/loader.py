@@ -9,11 +9,8 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from . import rescaling as rescale_mod
 from . import validated
@@ -42,7 +39,9 @@ KNOWN_KEYS = {"id", "name", "version", "environment", "submission", "judge", "sc
 
 @functools.cache
 def _schema_text(name: str) -> str:
-    return resources.files("sforge").joinpath(name).read_text()
+    # The package's own file on disk (sforge always runs from files: its workflow does);
+    # importlib.resources would cost an eval's path more than the read.
+    return (Path(__file__).parent / name).read_text()
 
 
 @functools.cache
@@ -50,6 +49,7 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     # Imported here: only a changed document is validated (HashCache.parsed keeps task.toml
     # files, sforge.validated what passed before), so a no-op build skips the import.
     import jsonschema
+    import yaml
 
     schema = yaml.safe_load(_schema_text(name))
     cls = jsonschema.validators.validator_for(schema)

@@ -21,6 +21,7 @@ changed colour, and makes the index from what each task's part keeps for it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -39,7 +40,7 @@ from markupsafe import Markup, escape
 
 from . import __version__
 from .feedback import Detail, Feedback, read_feedback
-from .fileio import atomic_write_bytes, atomic_write_text
+from .fileio import atomic_write_bytes, atomic_write_text, user_cache
 from .forking import fork_map
 from .layout import REPORT_PAGES, Layout
 from .model import Benchmark, Task
@@ -496,10 +497,34 @@ def write_task_pages(env: jinja2.Environment, bench: Benchmark, scores: pd.DataF
 
 
 # --------------------------------------------------------------------------- the index
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """The templates compiled once per source text, kept in the user's cache: compiling
+    them cost every report 50 ms, a tenth of updating it after one change. A cache that
+    cannot be written only costs the compile."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        with contextlib.suppress(OSError):
+            super().dump_bytecode(bucket)
+
+
+_TEMPLATE_OPTIONS: dict[str, Any] = {"autoescape": True, "trim_blocks": True,
+                                     "lstrip_blocks": True}
+
+
 def environment() -> jinja2.Environment:
+    # Compiled code depends on the options too (jinja keys it by name and source only).
+    options = hashlib.sha256(repr((jinja2.__version__, sorted(_TEMPLATE_OPTIONS.items())))
+                             .encode()).hexdigest()[:12]
+    cache: jinja2.BytecodeCache | None = None
+    directory = user_cache(f"templates-{options}")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        cache = _CompiledTemplates(str(directory))
+    except OSError:  # a read-only home: compiled each time
+        pass
     return jinja2.Environment(loader=jinja2.PackageLoader("sforge", "templates"),
-                              autoescape=True, undefined=jinja2.StrictUndefined,
-                              trim_blocks=True, lstrip_blocks=True)
+                              undefined=jinja2.StrictUndefined, bytecode_cache=cache,
+                              **_TEMPLATE_OPTIONS)
 
 
 def _newest_invalid(entries: dict[str, dict[str, Any]]) -> pd.DataFrame:

@@ -72,7 +72,7 @@ def _sidecar(path: Path | str) -> dict[str, Any]:
     """The sidecar's fields; a bad sidecar is a warning naming the file (its archive is still
     graded, without that metadata): one agent's bad file must not stop everyone's grading."""
     try:
-        data = loads_json(read_bytes(path))
+        data = loads_json(read_bytes(path), bulk=True)  # one per archive
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, RecursionError) as exc:

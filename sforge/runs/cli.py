@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import SforgeError
 from ..fileio import atomic_write_json, read_json
+from . import COMMANDS
 from .spec import RunSpec, spec_path
 
 RUN_HELP = """\
@@ -242,8 +243,7 @@ def cmd_agents(args) -> int:
 
 
 def add_parsers(sub, add, jobs_opt) -> None:
-    p = add(sub, "run", cmd_run, "run an agent on tasks (one Snakemake target per run)",
-            RUN_HELP)
+    p = add(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP)
     p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
     p.add_argument("--agent", "-a", required=True, metavar="NAME",
                    help="agents/<NAME>/: claude-code, codex, script")
@@ -275,11 +275,11 @@ def add_parsers(sub, add, jobs_opt) -> None:
     p.add_argument("--model-api", metavar="URL", help=argparse.SUPPRESS)  # tests: local server
     p.add_argument("--json", action="store_true", help="print the run table as JSON")
 
-    p = add(sub, "runs", cmd_runs, "list agent runs (state, best score, elapsed); cancel one")
+    p = add(sub, "runs", cmd_runs, COMMANDS["runs"])
     p.add_argument("--run", metavar="R", help="only this run")
     p.add_argument("--cancel", metavar="R", help="stop run R's unfinished jobs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = add(sub, "agents", cmd_agents, "list agents; prepare their bundles on this machine")
+    p = add(sub, "agents", cmd_agents, COMMANDS["agents"])
     p.add_argument("--prepare", nargs="+", metavar="NAME",
                    help="download and assemble these agents' bundles (once per machine)")

@@ -82,7 +82,7 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
             blob = b"".join(chunks)
-        data = _loads(blob)
+        data = _loads(blob, bulk=True)
     except (OSError, ValueError) as exc:
         raise SforgeError(f"{path}: unreadable eval result: {exc}") from None
     finally:
@@ -113,7 +113,7 @@ def _shard_path(cache: Path, directory: str) -> Path:
 
 def _load_shard(path: Path, directory: str) -> dict[str, list[Any]]:
     try:
-        data = _loads(path.read_bytes())
+        data = _loads(path.read_bytes(), bulk=True)
     except (OSError, ValueError):
         return {}  # no cache yet, or a broken one: parse everything
     if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION \

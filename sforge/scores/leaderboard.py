@@ -62,14 +62,16 @@ def _grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFra
     return pd.DataFrame(grid, index=sources, columns=tasks)
 
 
-def _means(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
-    """Per source: overall mean, per-category means and tasks with a valid result."""
+def _means(bench: Benchmark, best: pd.DataFrame, sources: pd.Index,
+           categories: bool = True) -> pd.DataFrame:
+    """Per source: overall mean, per-category means (unless not wanted: a budget's row has
+    none, and they were most of its cost) and tasks with a valid result."""
     grid = _grid(bench, best, sources)
     out = pd.DataFrame(index=sources)
     ranked = bench.ranked_tasks
     out["score"] = grid.mean(axis=1) if len(ranked) else np.nan
-    cats = _task_categories(bench)
-    if len(cats):
+    cats = _task_categories(bench) if categories else None
+    if cats is not None and len(cats):
         per_cat = grid.T.groupby(cats.reindex(grid.columns).to_numpy()).mean().T
         names = category_columns(bench)
         out[[names[c] for c in per_cat.columns]] = per_cat.to_numpy()
@@ -132,7 +134,8 @@ def budget_rows(bench: Benchmark, scores: pd.DataFrame, budgets_h: Iterable[floa
     frames = []
     for h in hours:  # a handful of budgets, each vectorized over all rows
         best = _best_of(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
-        means = _means(bench, best, sources)[["score", "tasks_valid"]].reset_index()
+        means = _means(bench, best, sources, categories=False)[
+            ["score", "tasks_valid"]].reset_index()
         means.insert(1, "budget_h", h)
         frames.append(means)
     return pd.concat(frames, ignore_index=True)[list(BUDGETS_COLUMNS)].astype(BUDGETS_COLUMNS)
