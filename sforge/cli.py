@@ -453,8 +453,8 @@ def command_named(argv: list[str]) -> str | None:
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv`, the run commands' options are only defined when `argv`
-    names one of them (they import the run machinery: a fifth of a one-archive eval's
-    start). Their names and help are always listed."""
+    names one of them (they import the run machinery, which every other command's start
+    would pay for). Their names and help are always listed."""
     from .runs import COMMANDS as RUN_COMMANDS
 
     parser = argparse.ArgumentParser(

@@ -209,6 +209,23 @@ def test_remembered_detail_rows_keep_what_each_detail_says():
     assert "&lt;b&gt;" in report._detail_row(Detail("<b>", "", None, ""))
 
 
+def test_a_table_is_sortable_markup_with_every_cell_escaped():
+    from sforge.report import Cell, table_html
+
+    rows = [[Cell(EVIL, "t<1>", title='a "q" & b', href="report/t%3C1%3E.html"),
+             Cell("x&y", "-1", "background:#fbe3e3", color="#1f77b4"), Cell("3", "3")]]
+    html = str(table_html("tid", ["task", "s&1", "n<"], rows, 2))
+    assert html.startswith('<div class="scroll">\n<table id="tid" class="sortable">')
+    assert '<thead><tr><th class="text">task</th><th class="text">s&amp;1</th><th>n&lt;</th>' \
+        in html
+    assert ('<tr><td class="text" data-v="t&lt;1&gt;" title="a &#34;q&#34; &amp; b">'
+            '<a href="report/t%3C1%3E.html">&lt;script&gt;') in html and EVIL not in html
+    assert ('<td class="text" data-v="-1" style="background:#fbe3e3"><span class="sw" '
+            'style="background:#1f77b4"></span>x&amp;y</td><td data-v="3">3</td></tr>\n') in html
+    assert html.endswith("</tbody>\n</table>\n</div>")
+    assert str(table_html("e", ["a"], [], 1)).count("<tr>") == 1  # the header only
+
+
 def test_a_plot_samples_many_points_keeping_every_improvement():
     """Over MAX_POINTS timed submissions of one source, the time plot shows MAX_POINTS of
     them, always with those where the best so far improved; the distribution shows
