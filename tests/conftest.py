@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import uuid
@@ -18,6 +19,12 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
 # Tasks written for `sforge import` carry their own pytest files: data, not this suite's tests.
 collect_ignore = ["import_fixtures"]
+
+# A suite started in the background by a non-interactive shell (`cmd &`, nohup) inherits
+# SIGINT ignored, and so would every sforge it starts: the Ctrl-C tests need what a
+# terminal gives. A handler here makes the commands it starts get the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
