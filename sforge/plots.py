@@ -83,12 +83,21 @@ def tick_text(value: float, step: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
+# The largest magnitude an axis spans: a grader may write 1e308, and a span between two
+# such values is no longer a float. A value beyond is drawn at the axis' end (its tooltip
+# says what it is).
+AXIS_LIMIT = 1e300
+
+
 class Axis:
-    """A linear map from data to viewBox units, with its ticks."""
+    """A linear map from data to viewBox units, with its ticks. Nothing is drawn outside
+    the axis: a value beyond its ends (only ever one beyond AXIS_LIMIT) sits at the end."""
 
     def __init__(self, lo: float, hi: float, start: float, end: float, pad: float = 0.0,
                  ticks: Sequence[float] | None = None):
         if ticks is None:
+            lo, hi = (min(max(v, -AXIS_LIMIT), AXIS_LIMIT) if math.isfinite(v) else 0.0
+                      for v in (lo, hi))
             span = hi - lo if hi > lo else (abs(hi) or 1.0)
             ticks = nice_ticks(lo - pad * span, hi + pad * span)
             lo, hi = ticks[0], ticks[-1]
@@ -96,6 +105,8 @@ class Axis:
         self.ticks = [t for t in ticks if lo - 1e-9 * abs(hi - lo) <= t <= hi + 1e-9 * abs(hi - lo)]
 
     def __call__(self, value: float) -> float:
+        lo, hi = (self.lo, self.hi) if self.hi >= self.lo else (self.hi, self.lo)
+        value = min(max(value, lo), hi) if value == value else lo
         return self.start + (value - self.lo) / (self.hi - self.lo) * (self.end - self.start)
 
     def labels(self) -> list[tuple[float, str]]:
@@ -169,13 +180,20 @@ def _num(x: object, digits: int = 6) -> str:
     return f"{float(x):.{digits}g}"  # type: ignore[arg-type]
 
 
+def hours_text(seconds: float) -> str:
+    """Agent seconds as hours: two decimals, three digits and an exponent when that would
+    be more than a line (a bad clock can say 1e308 s)."""
+    hours = seconds / 3600
+    return f"{hours:.2f}" if abs(hours) < 1e9 else f"{hours:.3g}"
+
+
 def submission_tip(row: dict) -> str:
     """What hovering over a submission's point says: who, which archive, the numbers, when."""
     lines = [f"{row['source']} · {row['name']}",
              f"raw {_num(row['score'])} · rescaled {_num(row.get('rescaled'), 4)}"]
     when = []
     if row.get("elapsed_s") is not None and not pd.isna(row.get("elapsed_s")):
-        when.append(f"at {row['elapsed_s'] / 3600:.2f} h agent time")
+        when.append(f"at {hours_text(row['elapsed_s'])} h agent time")
     if row.get("graded_at"):
         when.append(f"graded {str(row['graded_at'])[:19].replace('T', ' ')}")
     if when:
@@ -284,7 +302,7 @@ def task_time_svg(task: Task, rows: pd.DataFrame | TaskPoints, colors: dict[str,
     where the best improved). Rescaled when the task has a rescale table, else raw."""
     pts = _points(rows)
     source, score, elapsed = pts.cols["source"], pts.score, pts.elapsed
-    timed = sorted((i for i in pts.scored if not math.isnan(elapsed[i])),
+    timed = sorted((i for i in pts.scored if math.isfinite(elapsed[i])),
                    key=lambda i: (source[i], elapsed[i]))
     if not timed:
         return None
@@ -336,7 +354,9 @@ def task_time_svg(task: Task, rows: pd.DataFrame | TaskPoints, colors: dict[str,
 
 def _box(values: np.ndarray) -> tuple[float, float, float, float, float]:
     """(low whisker, q1, median, q3, high whisker): whiskers at the furthest values within
-    1.5 IQR of the quartiles (linear-interpolated quartiles, as numpy computes them)."""
+    1.5 IQR of the quartiles (linear-interpolated quartiles, as numpy computes them), of
+    the values as the axis shows them (within ±AXIS_LIMIT, where differences stay floats)."""
+    values = np.clip(values, -AXIS_LIMIT, AXIS_LIMIT)
     q1, med, q3 = (float(v) for v in np.percentile(values, [25, 50, 75]))
     iqr = q3 - q1
     low = float(values[values >= q1 - 1.5 * iqr].min())

@@ -47,6 +47,7 @@ from .model import Benchmark, Task
 from .plots import (
     TaskPoints,
     budgets_svg,
+    hours_text,
     leaderboard_svg,
     source_colors,
     task_distribution_svg,
@@ -93,7 +94,7 @@ def _when(text: Any) -> str:
 
 
 def _hours(seconds: Any) -> str:
-    return "" if seconds is None or pd.isna(seconds) else f"{seconds / 3600:.2f}"
+    return "" if seconds is None or pd.isna(seconds) else hours_text(seconds)
 
 
 def verdict(valid: bool, reason: Any) -> str:

@@ -346,6 +346,23 @@ def test_odd_source_names_do_not_break_plots(bench, tmp_path):
     assert "_hidden" in html and "a" * 80 in html
 
 
+def test_extreme_scores_and_times_are_drawn_at_the_axis_ends(bench, tmp_path):
+    """A grader's 1e308 (a span between two such is no float) and a clock's 1e308 s: the
+    report is made, every plot drawn, no coordinate longer than a number should be."""
+    rows = [("a", "norescale_task", -1e308, True, 60.0), ("a", "norescale_task", 1e308, True,
+                                                            1e308),
+            ("b", "norescale_task", 5.0, True, 120.0), ("a", "max_task", 1e308, True, 1e308),
+            ("b", "max_task", -1e308, True, 10.0)]
+    layout = make_tables(bench, tmp_path, rows)
+    write(bench, layout)
+    for task in ("norescale_task", "max_task"):
+        page = task_page(layout, task)
+        assert page.count("<svg viewBox=") == 2, task
+        coords = re.findall(r'\s(?:x|y|cx|cy|x1|x2|y1|y2|width|height)="([^"]*)"', page)
+        assert coords and max(len(c) for c in coords) <= 8, task
+        assert "raw 1e+308" in page and "inf" not in " ".join(coords)
+
+
 # --------------------------------------------------------------------------- the browser
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
                              "/usr/bin/chromium") if p and Path(p).exists()), None)
