@@ -425,26 +425,28 @@ def _jobs_opt(p) -> None:
                    help="run through a Snakemake profile (e.g. profiles/slurm)")
 
 
-# Global options that take a value: what follows them is not the command's name.
-_VALUE_OPTIONS = ("--benchmark", "--results", "--registry", "--config")
-
-
 def command_named(argv: list[str]) -> str | None:
     """The command `argv` names, as argparse will find it: the first word that is neither a
     global option nor an option's value (a long option may be abbreviated, short ones
-    clustered: `-vb DIR`). None when there is none (`sforge --help`)."""
+    clustered: `-vb DIR`). None when there is none (`sforge --help`). Which options take a
+    value is read off the global options themselves."""
+    actions = COMMON._actions
+    long_values = [o for a in actions if a.nargs != 0 for o in a.option_strings
+                   if o.startswith("--")]
+    short_values = {o[1] for a in actions if a.nargs != 0 for o in a.option_strings
+                    if len(o) == 2}
+    short_flags = {"h"} | {o[1] for a in actions if a.nargs == 0 for o in a.option_strings
+                           if len(o) == 2}
     words = iter(argv)
     for word in words:
         if word == "--":
             return next(words, None)
         if word.startswith("--"):
             if "=" not in word and len(word) > 2 and \
-                    any(o.startswith(word) for o in _VALUE_OPTIONS):
+                    any(o.startswith(word) for o in long_values):
                 next(words, None)
         elif word.startswith("-") and len(word) > 1:
-            flags = word[1:]
-            if "b" in flags and flags.index("b") == len(flags) - 1 and \
-                    set(flags[:-1]) <= {"v", "h"}:
+            if word[-1] in short_values and set(word[1:-1]) <= short_flags:
                 next(words, None)  # -b DIR, -vb DIR
         else:
             return word

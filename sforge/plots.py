@@ -102,11 +102,11 @@ class Axis:
             ticks = nice_ticks(lo - pad * span, hi + pad * span)
             lo, hi = ticks[0], ticks[-1]
         self.lo, self.hi, self.start, self.end = lo, hi, start, end
+        self._least, self._most = min(lo, hi), max(lo, hi)  # (a reversed axis: hi < lo)
         self.ticks = [t for t in ticks if lo - 1e-9 * abs(hi - lo) <= t <= hi + 1e-9 * abs(hi - lo)]
 
     def __call__(self, value: float) -> float:
-        lo, hi = (self.lo, self.hi) if self.hi >= self.lo else (self.hi, self.lo)
-        value = min(max(value, lo), hi) if value == value else lo
+        value = min(max(value, self._least), self._most) if value == value else self._least
         return self.start + (value - self.lo) / (self.hi - self.lo) * (self.end - self.start)
 
     def labels(self) -> list[tuple[float, str]]:
