@@ -9,6 +9,7 @@ Containers carry that identity as labels (with a deadline for judges), so
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -146,20 +147,28 @@ def remove_own(engine: ContainerEngine, kind: str = JUDGE_LABEL) -> list[str]:
 
 # -- private host directories a judge writes into (its out directory) -------------------------
 OUT_DIR_PREFIX = "sforge-out-"
-_OUT_DIR_NAME = re.compile(re.escape(OUT_DIR_PREFIX) + r"(\d+)-(\d+|x)-")
+_OUT_DIR_NAME = re.compile(re.escape(OUT_DIR_PREFIX) + r"h([0-9a-f]{8})-(\d+)-(\d+|x)-")
+
+
+def host_tag(host: str | None = None) -> str:
+    """The host in a directory name: a temp dir may be shared by hosts (cluster nodes on one
+    filesystem), and a pid is only judged on its own host. 8 hex digits: any hostname fits."""
+    return hashlib.blake2b((host or hostname()).encode(), digest_size=4).hexdigest()
 
 
 def private_dir() -> Path:
-    """A new 0700 directory in the temp dir, named by this process (pid and start), so that
-    `sweep_stale_dirs` can remove it once this process is gone without removing it."""
+    """A new 0700 directory in the temp dir, named by this process (host, pid and start), so
+    that `sweep_stale_dirs` on this host can remove it once this process is gone, and no
+    sweep removes it before."""
     me = identity()
-    return Path(tempfile.mkdtemp(prefix=f"{OUT_DIR_PREFIX}{me['pid']}-{me.get('start', 'x')}-"))
+    return Path(tempfile.mkdtemp(
+        prefix=f"{OUT_DIR_PREFIX}h{host_tag(me['host'])}-{me['pid']}-{me.get('start', 'x')}-"))
 
 
 def sweep_stale_dirs() -> list[str]:
     """Remove the private directories of sforge processes that died on this machine (killed
     while a judge ran); → the paths removed."""
-    removed = []
+    removed, here = [], host_tag()
     root = tempfile.gettempdir()
     try:
         names = [e.name for e in os.scandir(root) if e.name.startswith(OUT_DIR_PREFIX)]
@@ -167,10 +176,10 @@ def sweep_stale_dirs() -> list[str]:
         return []
     for name in names:
         m = _OUT_DIR_NAME.match(name)
-        if m is None:
-            continue
-        start = None if m.group(2) == "x" else m.group(2)
-        if gone(hostname(), m.group(1), start, None) is None:
+        if m is None or m.group(1) != here:
+            continue  # another host's (or a name we cannot read): its owner is not ours to judge
+        start = None if m.group(3) == "x" else m.group(3)
+        if gone(hostname(), m.group(2), start, None) is None:
             continue
         path = os.path.join(root, name)
         shutil.rmtree(path, ignore_errors=True)

@@ -791,16 +791,23 @@ def test_sweep_removes_only_dead_owners_out_directories(tmp_path, monkeypatch) -
     dead.wait()
     mine = owner.private_dir()
     (mine / "result.json").write_text("{}")
+    here, there = owner.host_tag(), owner.host_tag(owner.hostname() + "-other-node")
     others = {
-        "dead": tmp_path / f"{owner.OUT_DIR_PREFIX}{dead.pid}-1-abc",
-        "reused pid": tmp_path / f"{owner.OUT_DIR_PREFIX}{os.getpid()}-1-abc",
+        "dead": tmp_path / f"{owner.OUT_DIR_PREFIX}h{here}-{dead.pid}-1-abc",
+        "reused pid": tmp_path / f"{owner.OUT_DIR_PREFIX}h{here}-{os.getpid()}-1-abc",
         "not ours": tmp_path / "sforge-output-of-something",
+        # a node sharing this temp dir (same path, own pid namespace): its pid means nothing
+        # here, so its live judge's directory is never taken for a dead one's
+        "another host's": tmp_path / f"{owner.OUT_DIR_PREFIX}h{there}-{dead.pid}-1-abc",
+        "older name without a host": tmp_path / f"{owner.OUT_DIR_PREFIX}{dead.pid}-1-abc",
     }
     for path in others.values():
         (path / "sub").mkdir(parents=True)
     removed = owner.sweep_stale_dirs()
     assert sorted(removed) == sorted([str(others["dead"]), str(others["reused pid"])])
-    assert mine.is_dir() and others["not ours"].is_dir()
+    assert mine.is_dir() and mine.name.startswith(f"{owner.OUT_DIR_PREFIX}h{here}-")
+    assert all(others[k].is_dir() for k in ("not ours", "another host's",
+                                             "older name without a host"))
 
 
 @docker_test
