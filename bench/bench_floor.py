@@ -44,6 +44,20 @@ def load() -> str:
         return fh.read().split()[0]
 
 
+def cpu_reference() -> float:
+    """Seconds for a fixed pure-Python loop (best of 3): how fast this shared machine runs
+    Python at the moment. It has been seen to vary about 2× within an hour, and the report's
+    goals are seconds, not ratios, so they are printed beside it."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        x = 0
+        for i in range(2_000_000):
+            x += i
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def figure(label: str, value: float, floor: float | None, goal: str, ok: bool,
            cpu: float | None = None) -> None:
     """One line: the figure, its floor, the ratio or difference, the goal and the load (and,
@@ -161,6 +175,10 @@ def report(tmp: Path, n: int, n_tasks: int) -> None:
     paths = graded_archives(bench, results, n, n_tasks)
     print(f"  ({n} archives and results over {n_tasks} tasks made in "
           f"{time.perf_counter() - t0:.0f} s)")
+    ref = cpu_reference()
+    line = f"  (CPU reference before the report figures: 2,000,000 Python additions {ref:.3f} s)"
+    LINES.append(line)
+    print(line, flush=True)
     cold, cold_cpu = timed_cpu(sforge(bench, results, "report"))
     figure(f"`sforge report`, {n} results, cold", cold, None, "≤ 10 s", cold <= 10, cold_cpu)
     from sforge.results import EvalResult
@@ -215,7 +233,8 @@ def main() -> None:
     if unknown:
         ap.error(f"unknown section(s): {', '.join(sorted(unknown))}")
     print(f"bench_floor: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"{os.cpu_count()} cores, load {load()}", flush=True)
+          f"{os.cpu_count()} cores, load {load()}, CPU reference (2,000,000 Python "
+          f"additions) {cpu_reference():.3f} s", flush=True)
     with tempfile.TemporaryDirectory(prefix="sforge-floor-") as tmp_s:
         tmp = Path(tmp_s)
         if sections & {"eval", "first"}:

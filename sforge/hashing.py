@@ -128,13 +128,19 @@ class FolderHashCache:
     def __init__(self, root: Path):
         self.root = root
         self._folders: dict[str, HashCache] = {}
+        # Folders asked about since the last save: a listing saves after each of its 1,000
+        # folders, and looking at every folder loaded so far each time was quadratic.
+        self._since_save: dict[str, HashCache] = {}
 
     def _for(self, path: str) -> HashCache:
         folder = os.path.dirname(path)
-        cache = self._folders.get(folder)
+        cache = self._since_save.get(folder)
         if cache is None:
-            name = hashlib.sha256(folder.encode()).hexdigest()[:24]
-            cache = self._folders[folder] = HashCache(self.root / f"{name}.json")
+            cache = self._folders.get(folder)
+            if cache is None:
+                name = hashlib.sha256(folder.encode()).hexdigest()[:24]
+                cache = self._folders[folder] = HashCache(self.root / f"{name}.json")
+            self._since_save[folder] = cache
         return cache
 
     def sha256(self, path: Path | str, st: os.stat_result | None = None) -> str:
@@ -144,8 +150,9 @@ class FolderHashCache:
         self._for(os.fspath(path)).note(path, digest)
 
     def save(self) -> None:
-        for cache in self._folders.values():
+        for cache in list(self._since_save.values()):
             cache.save()
+        self._since_save.clear()
 
 
 def tree_entries(root: Path, prefix: str, blobs: Mapping[str, str], cache: HashCache) -> list[str]:

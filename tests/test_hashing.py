@@ -570,3 +570,37 @@ def test_same_benchmark_in_two_places_has_same_tags(bench_root, tmp_path):
     shutil.copytree(bench_root, clone, symlinks=True)
     set_mtime(clone, time.time() + 5)
     assert tags(clone) == before
+
+
+def test_folder_cache_saves_only_the_folders_asked_about_since_its_last_save(tmp_path,
+                                                                             monkeypatch):
+    """A listing saves after each folder: with 1,000 folders, saving every folder loaded so
+    far each time was 500,000 saves; each folder's new hashes must still be kept."""
+    monkeypatch.setattr(HashCache, "RACY_NS", -1)
+    cache = sforge.hashing.FolderHashCache(tmp_path / "cache")
+    files = []
+    for i in range(4):
+        (tmp_path / f"f{i}").mkdir()
+        files.append(tmp_path / f"f{i}" / "a.tar")
+        files[-1].write_bytes(b"%d" % i)
+    saved: list[Path | None] = []
+    real = HashCache.save
+
+    def save(self: HashCache) -> None:
+        saved.append(self.path)
+        real(self)
+
+    monkeypatch.setattr(HashCache, "save", save)
+    for path in files:
+        cache.sha256(path)
+        cache.save()
+    assert len(saved) == len(files) == len(set(saved))  # each folder once, when it was asked
+    cache.save()
+    assert len(saved) == len(files)
+    files[0].write_bytes(b"changed")
+    cache.sha256(files[0])
+    cache.save()
+    assert len(saved) == len(files) + 1
+    fresh = sforge.hashing.FolderHashCache(tmp_path / "cache")
+    monkeypatch.setattr(sforge.hashing, "file_sha256", lambda p: pytest.fail(f"{p} read"))
+    assert [fresh.sha256(p) for p in files] == [cache.sha256(p) for p in files]

@@ -647,6 +647,41 @@ def test_per_task_tables_redo_all_when_scores_csv_is_not_theirs(bench, world, tm
     assert {name: (out / name).read_bytes() for name in TABLES} == want
 
 
+def test_tables_of_many_tasks_made_in_worker_processes_are_those_of_one_pass(
+        bench, world, tmp_path, monkeypatch):
+    """A cold report computes runs of tasks in forked workers (sforge.forking): the same
+    bytes in every table as one pass over all tasks, and the same rows handed on."""
+    from sforge import forking
+    from sforge.scores import parts as score_parts
+
+    if forking.usable_cores() < 2:
+        pytest.skip("needs two cores for worker processes")
+    monkeypatch.setattr(forking, "threading", SimpleNamespace(active_count=lambda: 1))
+    g = random.Random(5)
+    for i in range(60):
+        task = ("max_task", "min_task", "piece_task", "norescale_task")[i % 4]
+        raw = PW_R30 if task == "piece_task" else round(g.uniform(1, 200), 2)
+        world.add("ABC"[i % 3], task, raw, elapsed_s=60.0 * i if i % 2 else None,
+                  agent=f"a{i % 2}", valid=i % 7 != 0)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    real = score_parts._make_parts
+
+    def make(*a, **k):  # type: ignore[no-untyped-def]
+        (pids / str(os.getpid())).touch()
+        return real(*a, **k)
+
+    monkeypatch.setattr(score_parts, "_make_parts", make)
+    made = {}
+    for name, per in (("one", 10**6), ("workers", 1)):
+        monkeypatch.setattr(score_parts, "TASKS_PER_PROCESS", per)
+        out = tmp_path / name
+        assert write_tables(bench, world.records, table_paths(out), [1, 2]) == 4
+        made[name] = {t: (out / t).read_bytes() for t in TABLES}
+    assert made["workers"] == made["one"]
+    assert {int(p.name) for p in pids.iterdir()} - {os.getpid()}
+
+
 def test_reading_results_does_not_import_pandas():
     """Grading reads stored results through sforge.scores.cache; only the tables need
     pandas (most of a second to import), so a grade that makes no table never loads it."""
