@@ -27,17 +27,8 @@ from .model import Task
 MAX_POINTS = 400  # points per source in a task plot; the box and the curve use them all
 WIDTH = 540  # viewBox units; pages scale it to at most 640 px (and down to a phone's width)
 FONT = 13  # tick labels one smaller: at 400 px wide still ≥ 7 px on screen
-# tab20, reordered so the first ten are tab10: sources keep one colour on every page
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
-           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
 INK, GRID, MUTED = "#222222", "#e3e3e3", "#777777"
 CHAR = 0.58  # average glyph width of sans-serif text, in font sizes (for label room)
-
-
-def source_colors(sources: Sequence[str]) -> dict[str, str]:
-    """One colour per source, the same on every page and plot of a report (sorted names)."""
-    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(sorted(set(sources)))}
 
 
 def _label(text: object, width: int = 24) -> str:

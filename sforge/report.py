@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import jinja2
 import numpy as np
@@ -49,9 +48,19 @@ from .plots import (
     budgets_svg,
     hours_text,
     leaderboard_svg,
-    source_colors,
     task_distribution_svg,
     task_time_svg,
+)
+from .report_state import (
+    _PAGES_VERSION,
+    entry_colors,
+    kept_pages,
+    page_name,
+    page_state_path,
+    page_wants,
+    pages_to_render,
+    quote_name,
+    stored_pages,
 )
 from .scores import (
     category_columns,
@@ -62,7 +71,7 @@ from .scores import (
     read_leaderboard,
     read_scores,
 )
-from .scores.cache import _cache_path, _dumps, _loads, cached_feedback
+from .scores.cache import _cache_path, _dumps, cached_feedback
 from .scores.parts import INVALID_FIELDS, NEWEST_INVALID, PartsUpdate, index_entry
 from .scores.tables import SCORES_COLUMNS, _empty
 
@@ -145,12 +154,6 @@ class SubmissionView:
 
 
 # --------------------------------------------------------------------------- links
-def _quote(text: str) -> str:
-    """urllib's quote, skipped for what it leaves as it is (eval keys are hex: a page
-    links 1,000 of them)."""
-    return text if text.isascii() and text.isalnum() else quote(text)
-
-
 class Linker:
     """Relative URLs between pages and into the results folder (layout.root)."""
 
@@ -172,12 +175,12 @@ class Linker:
 
     @staticmethod
     def page(task_id: str, from_index: bool = True) -> str:
-        name = f"{_quote(task_id)}.html"
+        name = page_name(task_id)
         return f"{REPORT_PAGES}/{name}" if from_index else name
 
     def result(self, task_id: str, key: str, from_index: bool = True) -> Links:
         prefix = "" if from_index else "../"
-        base = f"{prefix}evals/{_quote(task_id)}/{_quote(key)}"
+        base = f"{prefix}evals/{quote_name(task_id)}/{quote_name(key)}"
         return Links(self.page(task_id, from_index), f"{base}.json",
                      f"{base}.log" if not self.check_logs or self._has_log(task_id, key)
                      else None)
@@ -609,10 +612,6 @@ def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, d
         index="report.html")
 
 
-def _colors(entries: dict[str, dict[str, Any]]) -> dict[str, str]:
-    return source_colors(sorted({s for e in entries.values() for s in e["sources"]}))
-
-
 def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderboard_csv: Path,
                  budgets_csv: Path, out_html: Path, *, cache: bool = True) -> list[Path]:
     """report.html and report/<task>.html beside it, from the four tables and the result
@@ -626,7 +625,7 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
     board = read_leaderboard(leaderboard_csv)
     budgets = read_budgets(budgets_csv)
     entries = {str(t): index_entry(rows) for t, rows in scores.groupby("task", sort=True)}
-    colors = _colors(entries)
+    colors = entry_colors(entries)
     link = Linker(root)
     pages = write_task_pages(env, benchmark, scores, best, colors, link, link.layout.report_pages,
                              root / ".cache" / "report-pages" if cache else None)
@@ -635,7 +634,6 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
     return [out_html, *pages]
 
 
-_PAGES_VERSION = "1"
 # Pages a worker process must have to be worth its start (sforge.forking: a fork, no
 # import, no pickling of the tables; only the pages' paths come back).
 PAGES_PER_PROCESS = 16
@@ -656,26 +654,10 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
     link = Linker(root)
     pages_dir = link.layout.report_pages
     entries = {t: p["index"] for t, p in update.parts.items()}
-    colors = _colors(entries)
-    state_path = root / ".cache" / "report-pages.json"
-    try:
-        state = _loads(state_path.read_bytes())
-    except (OSError, ValueError):
-        state = {}
-    pages = state.get("pages") if isinstance(state, dict) \
-        and state.get("version") == _PAGES_VERSION else None
-    pages = pages if isinstance(pages, dict) else {}
-    wanted: dict[str, list[Any]] = {}
-    render: list[str] = []
-    for task_id in benchmark.tasks:
-        sources = entries[task_id]["sources"] if task_id in entries else []
-        want = [update.fingerprints.get(task_id), __version__,
-                [[s, colors[s]] for s in sources]]
-        wanted[task_id] = want
-        page = pages_dir / Linker.page(task_id, from_index=False)
-        if task_id in update.made or want[0] is None or pages.get(task_id) != want \
-                or not page.is_file():
-            render.append(task_id)
+    colors = entry_colors(entries)
+    pages = stored_pages(root)
+    wanted = page_wants(benchmark, entries, update.fingerprints)
+    render = pages_to_render(benchmark, root, wanted, pages, update.made)
     written: list[Path] = []
     if render or update.changed or not out_html.is_file():
         env = environment()
@@ -707,10 +689,12 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
             env, benchmark, entries, best, read_leaderboard(leaderboard_csv),
             read_budgets(budgets_csv), colors, link))
         written.insert(0, out_html)
-    fresh = {t: w for t, w in wanted.items() if w[0] is not None}
+    fresh = kept_pages(wanted)
     if fresh != pages:
         try:
-            atomic_write_bytes(state_path, _dumps({"version": _PAGES_VERSION, "pages": fresh}))
+            atomic_write_bytes(page_state_path(root),
+                               _dumps({"version": _PAGES_VERSION, "pages": fresh}))
         except OSError as exc:  # a read-only tree: every page rendered next time
-            logging.getLogger(__name__).warning("cannot write %s: %s", state_path, exc)
+            logging.getLogger(__name__).warning("cannot write %s: %s", page_state_path(root),
+                                                exc)
     return written

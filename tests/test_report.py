@@ -20,7 +20,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from sforge import forking, report, scores
+from sforge import forking, report, report_state, scores
 from sforge.forking import usable_cores
 from sforge.layout import Layout
 from sforge.loader import load_benchmark
@@ -241,7 +241,7 @@ def test_a_plot_samples_many_points_keeping_every_improvement():
         "score": scores, "rescaled": scores, "elapsed_s": [60.0 * i for i in range(n)],
         "graded_at": ["2025-01-01T00:00:00+00:00"] * n})
     task = SimpleNamespace(score=SimpleNamespace(rescale=None, direction="maximize"))
-    colors = plots.source_colors(["a"])
+    colors = report_state.source_colors(["a"])
     svg = plots.task_time_svg(task, rows, colors)
     assert svg is not None and svg.count("<circle") == plots.MAX_POINTS
     best, improved = -1.0, []
@@ -620,6 +620,46 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     strip = re.compile(r"generated [^<]* by")
     assert {k: strip.sub("", v) for k, v in fast.items()} == \
         {k: strip.sub("", v) for k, v in all_pages(Layout(chain)).items()}
+
+
+def test_a_report_with_nothing_changed_imports_no_pandas_and_writes_nothing(tmp_path):
+    """The usual `sforge report` of a CI job that graded nothing new: decided from the
+    stores alone (no pandas, no templates: ~0.5 s), every table and page left as it is,
+    the same leaderboard printed; a leaderboard.csv written anew is printed anew."""
+    import sys
+
+    from sforge.fileio import atomic_write_text
+
+    bench_dir, results, _ = _graded_world(tmp_path)
+    code = ("import sys, sforge.scores.folders as f; f.RACY_NS = -1\n"
+            "from sforge import cli\n"
+            f"rc = cli.main(['-b', {str(bench_dir)!r}, '--results', {str(results)!r}, "
+            "'report'])\n"
+            "print('imported:', sorted(m for m in ('pandas', 'jinja2', 'numpy') "
+            "if m in sys.modules))\n"
+            "sys.exit(rc)\n")
+
+    def report_run() -> str:
+        return subprocess.run([sys.executable, "-c", code], check=True, text=True,
+                              capture_output=True).stdout
+
+    first = report_run()
+    assert "imported: ['jinja2', 'numpy', 'pandas']" in first
+    lay = _pipeline(bench_dir, results).layout
+    made = sorted([lay.scores, lay.best, lay.leaderboard, lay.leaderboard_md, lay.budgets,
+                   lay.report, *lay.report_pages.glob("*.html")])
+    stats = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in made}
+    second = report_run()
+    assert "imported: []" in second
+    assert second.replace("imported: []", "") == \
+        first.replace("imported: ['jinja2', 'numpy', 'pandas']", "")
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in made} == stats
+    assert "| alpha" in second  # the leaderboard itself
+    board = lay.leaderboard.read_text()
+    atomic_write_text(lay.leaderboard, board.replace("alpha", "alfa"))
+    assert "alfa" in scores.leaderboard_text(lay.leaderboard)
+    atomic_write_text(lay.leaderboard, board)
+    assert scores.leaderboard_text(lay.leaderboard) in first
 
 
 @pytest.mark.skipif(usable_cores() < 2, reason="needs two cores for worker processes")

@@ -43,7 +43,6 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         budget_rows,
         category_columns,
         leaderboard_rows,
-        leaderboard_text,
         write_leaderboard,
     )
     from .ranking import (
@@ -69,6 +68,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         read_scores,
         read_table,
     )
+    from .terminal import leaderboard_text
 
 # name → its module: `from sforge.scores.cache import ...` (what grading reads) must not
 # import pandas, which the table modules need (~0.7 s on this machine)
@@ -78,7 +78,7 @@ _EXPORTS = {
     "budget_rows": "leaderboard",
     "category_columns": "leaderboard",
     "leaderboard_rows": "leaderboard",
-    "leaderboard_text": "leaderboard",
+    "leaderboard_text": "terminal",
     "write_leaderboard": "leaderboard",
     "best_rows": "ranking",
     "newest_first": "ranking",

@@ -188,8 +188,9 @@ def write_leaderboard(benchmark: Benchmark, best_csv: Path, scores_csv: Path, ou
     atomic_write_text(Path(out_md), _markdown(benchmark, board, budgets))
 
 
-def leaderboard_text(leaderboard_csv: Path) -> str:
-    """The leaderboard for the terminal, as a Markdown table."""
+def board_text(leaderboard_csv: Path) -> str:
+    """The leaderboard for the terminal, as a Markdown table (sforge.scores.terminal
+    remembers it)."""
     board = read_leaderboard(leaderboard_csv)
     if board.empty:
         return "No graded submissions yet."

@@ -32,9 +32,7 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -46,18 +44,25 @@ import pandas as pd
 
 from ..bulk import no_gc
 from ..errors import SforgeError
-from ..fileio import atomic_write_bytes, atomic_write_text, copy_range, create_temp
+from ..fileio import atomic_write_text, copy_range, create_temp
 from ..forking import fork_map, usable_cores
 from ..model import Benchmark
 from ..submissions import RecordRow, Submission, record_rows
-from .cache import _cache_path, _dumps, _loads, _missing, _sig, prune_shards
+from .cache import _cache_path, _missing, _sig, prune_shards
 from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
 from .ranking import best_rows, not_valid_rows, score_rows
+from .store import (
+    _PARTS_VERSION,
+    _fresh,
+    _load_store,
+    _save_store,
+    fresh_tasks,
+    kept_fingerprints,
+)
 from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_lines
 
 log = logging.getLogger(__name__)
 
-_PARTS_VERSION = "4"
 NEWEST_INVALID = 100  # invalid rows per task kept for the report's index (it lists the newest)
 # What the index shows of an invalid row (sforge.report).
 INVALID_FIELDS = ("task", "source", "name", "key", "reason", "summary", "graded_at")
@@ -73,10 +78,6 @@ class TablePaths:
     leaderboard: Path
     leaderboard_md: Path
     budgets: Path
-
-
-def _parts_path(scores_csv: Path) -> Path:
-    return scores_csv.parent / ".cache" / f"{scores_csv.name}.parts"
 
 
 def _task_settings(bench: Benchmark, task_id: str) -> str:
@@ -215,72 +216,6 @@ class PartsUpdate:
     csv: str | None = None
 
 
-_STORES: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Any], str | None]] = {}
-
-
-def _csv_sig(scores_csv: Path) -> str | None:
-    try:
-        return _sig(os.stat(scores_csv))
-    except OSError:
-        return None
-
-
-def _load_store(scores_csv: Path) -> tuple[dict[str, Any], dict[str, Any], str | None]:
-    """(parts, fingerprints, stat of the scores.csv written with them) as stored; read once
-    per process while the files stay put. A part's rows are where it says in that
-    scores.csv: when the file there is no longer that one (gone, or written by anything
-    else), every part is left out (computed again)."""
-    store = _parts_path(scores_csv)
-    try:
-        memo = (os.fspath(store), _sig(os.stat(store)), str(_csv_sig(scores_csv)))
-        if memo in _STORES:
-            return _STORES[memo]
-        cached = _loads(store.read_bytes())
-    except (OSError, ValueError):
-        return {}, {}, None
-    if not isinstance(cached, dict) or cached.get("version") != _PARTS_VERSION:
-        return {}, {}, None
-    parts, fps, csv = cached.get("parts"), cached.get("fingerprints"), cached.get("csv")
-    if not isinstance(parts, dict) or csv is None or csv != _csv_sig(scores_csv):
-        parts, csv = {}, None
-    parts = {t: p for t, p in parts.items() if isinstance(p, dict) and "at" in p}
-    _STORES.clear()
-    _STORES[memo] = (parts, fps if isinstance(fps, dict) else {}, csv)
-    return _STORES[memo]
-
-
-def _save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | None,
-                fps: dict[str, Any]) -> None:
-    """The store: each part (its rows by their place in the scores.csv whose stat is `csv`)
-    and the fingerprints."""
-    # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
-    finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
-                     for c in ("score", "rescaled", "elapsed_s") for x in p["best"][c])
-    store = _parts_path(scores_csv)
-    try:
-        atomic_write_bytes(store, _dumps({
-            "version": _PARTS_VERSION, "csv": csv, "fingerprints": fps,
-            "parts": {t: {k: v for k, v in p.items() if k != "lines"} for t, p in parts.items()}},
-            finite))
-        old_lines = store.with_name(f"{store.name}.lines")  # version 3 kept rows apart
-        if old_lines.is_dir():
-            shutil.rmtree(old_lines, ignore_errors=True)
-    except OSError as exc:  # a read-only tree still aggregates, only slower
-        log.warning("cannot write the table cache %s: %s", store, exc)
-
-
-def fresh_tasks(scores_csv: Path, fingerprints: dict[str, str | None]) -> set[str]:
-    """The tasks whose stored part (or stored absence of rows) has this very fingerprint."""
-    old, old_fps, _ = _load_store(scores_csv)
-    return _fresh(old, old_fps, fingerprints)
-
-
-def _fresh(old: dict[str, Any], old_fps: dict[str, Any],
-           fingerprints: dict[str, str | None]) -> set[str]:
-    return {t for t, fp in fingerprints.items() if fp is not None and (
-        (t in old and old_fps.get(t) == fp) or old_fps.get(f"{t}\0empty") == fp)}
-
-
 def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list[float], *,
                fingerprints: dict[str, str | None] | None = None,
                records_of: Callable[[list[str]], Records] | None = None,
@@ -321,11 +256,7 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
     parts = {t: {**made[t], "sig": sigs.get(t),
                  "dirs": sorted({os.path.dirname(r.result) for r in by_task[t]})}
              if t in made else old[t] for t in tasks}
-    new_fps: dict[str, Any] = {}
-    if fingerprints is not None:
-        for t, fp in fingerprints.items():
-            if fp is not None:
-                new_fps[t if t in parts else f"{t}\0empty"] = fp
+    new_fps = kept_fingerprints(fingerprints, parts) if fingerprints is not None else {}
     changed = bool(made) or list(parts) != list(old)
     if made or set(parts) != set(old):
         prune_shards(_cache_path(scores_csv), {d for p in parts.values() for d in p["dirs"]})

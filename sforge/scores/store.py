@@ -1,0 +1,114 @@
+"""The table store: each task's part of the tables (its rows' place in scores.csv, its best
+rows, index entry, budgets) and the folder fingerprints it was made from, in
+.cache/scores.csv.parts. Without pandas: deciding that nothing needs computing (the usual
+`sforge report` in a CI job that graded nothing new) must not cost pandas' import."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..fileio import atomic_write_bytes
+from .cache import _dumps, _loads, _sig
+
+log = logging.getLogger("sforge.scores.parts")
+
+_PARTS_VERSION = "4"
+
+
+def _parts_path(scores_csv: Path) -> Path:
+    return scores_csv.parent / ".cache" / f"{scores_csv.name}.parts"
+
+
+
+_STORES: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Any], str | None]] = {}
+
+
+def _csv_sig(scores_csv: Path) -> str | None:
+    try:
+        return _sig(os.stat(scores_csv))
+    except OSError:
+        return None
+
+
+def _load_store(scores_csv: Path) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """(parts, fingerprints, stat of the scores.csv written with them) as stored; read once
+    per process while the files stay put. A part's rows are where it says in that
+    scores.csv: when the file there is no longer that one (gone, or written by anything
+    else), every part is left out (computed again)."""
+    store = _parts_path(scores_csv)
+    try:
+        memo = (os.fspath(store), _sig(os.stat(store)), str(_csv_sig(scores_csv)))
+        if memo in _STORES:
+            return _STORES[memo]
+        cached = _loads(store.read_bytes())
+    except (OSError, ValueError):
+        return {}, {}, None
+    if not isinstance(cached, dict) or cached.get("version") != _PARTS_VERSION:
+        return {}, {}, None
+    parts, fps, csv = cached.get("parts"), cached.get("fingerprints"), cached.get("csv")
+    if not isinstance(parts, dict) or csv is None or csv != _csv_sig(scores_csv):
+        parts, csv = {}, None
+    parts = {t: p for t, p in parts.items() if isinstance(p, dict) and "at" in p}
+    _STORES.clear()
+    _STORES[memo] = (parts, fps if isinstance(fps, dict) else {}, csv)
+    return _STORES[memo]
+
+
+def _save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | None,
+                fps: dict[str, Any]) -> None:
+    """The store: each part (its rows by their place in the scores.csv whose stat is `csv`)
+    and the fingerprints."""
+    # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
+    finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
+                     for c in ("score", "rescaled", "elapsed_s") for x in p["best"][c])
+    store = _parts_path(scores_csv)
+    try:
+        atomic_write_bytes(store, _dumps({
+            "version": _PARTS_VERSION, "csv": csv, "fingerprints": fps,
+            "parts": {t: {k: v for k, v in p.items() if k != "lines"} for t, p in parts.items()}},
+            finite))
+        old_lines = store.with_name(f"{store.name}.lines")  # version 3 kept rows apart
+        if old_lines.is_dir():
+            shutil.rmtree(old_lines, ignore_errors=True)
+    except OSError as exc:  # a read-only tree still aggregates, only slower
+        log.warning("cannot write the table cache %s: %s", store, exc)
+
+
+def fresh_tasks(scores_csv: Path, fingerprints: dict[str, str | None]) -> set[str]:
+    """The tasks whose stored part (or stored absence of rows) has this very fingerprint."""
+    old, old_fps, _ = _load_store(scores_csv)
+    return _fresh(old, old_fps, fingerprints)
+
+
+def _fresh(old: dict[str, Any], old_fps: dict[str, Any],
+           fingerprints: dict[str, str | None]) -> set[str]:
+    return {t for t, fp in fingerprints.items() if fp is not None and (
+        (t in old and old_fps.get(t) == fp) or old_fps.get(f"{t}\0empty") == fp)}
+
+
+def kept_fingerprints(fingerprints: dict[str, str | None], parts: dict[str, Any]
+                      ) -> dict[str, str]:
+    """The fingerprints the store keeps for these parts: a task with a part by its id, one
+    without rows as "<id>\0empty"; a task without a fingerprint (changed too recently) not."""
+    return {t if t in parts else f"{t}\0empty": fp for t, fp in fingerprints.items()
+            if fp is not None}
+
+
+def stored_parts_if_current(scores_csv: Path, fingerprints: dict[str, str | None],
+                            outputs: list[Path]) -> dict[str, Any] | None:
+    """The stored parts when the tables stand as they are for these fingerprints (every
+    task's fingerprint is the stored one, no task added or gone, every table there): what
+    update_tables would then leave untouched. Else None."""
+    old, old_fps, _ = _load_store(scores_csv)
+    fresh = _fresh(old, old_fps, fingerprints)
+    if len(fresh) != len(fingerprints):
+        return None
+    parts = {t: old[t] for t in sorted(fresh) if t in old}
+    if list(parts) != list(old) or kept_fingerprints(fingerprints, parts) != old_fps:
+        return None
+    return parts if all(p.exists() for p in outputs) else None
