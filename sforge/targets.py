@@ -484,13 +484,13 @@ def update_report_target(pipe: Pipeline, prints: dict[str, str | None],
     up-to-date results). `known`: the result fields grading's check has just read.
     → how many tasks were computed again."""
     from .report_state import report_current
-    from .scores.store import stored_parts_if_current
+    from .scores.store import TablePaths, stored_parts_if_current
 
     lay = pipe.layout
+    tables = TablePaths(lay.scores, lay.best, lay.leaderboard, lay.leaderboard_md, lay.budgets)
     # Nothing changed (the usual report of a CI job that graded nothing new): decided from
     # the stores alone, without importing pandas and the templates (~0.5 s).
-    tables = [lay.scores, lay.best, lay.leaderboard, lay.leaderboard_md, lay.budgets]
-    stored = stored_parts_if_current(lay.scores, prints, tables)
+    stored = stored_parts_if_current(lay.scores, prints, tables.every())
     if stored is not None and report_current(pipe.bench, lay.report, stored, prints):
         with job_log(lay.step_log("scores"), "scores.csv (tables by task)"):
             logging.getLogger("sforge.scores").info(
@@ -498,13 +498,11 @@ def update_report_target(pipe: Pipeline, prints: dict[str, str | None],
         return 0
     from .report import update_report
     from .scores.cache import _cache_path
-    from .scores.parts import TablePaths, update_tables
+    from .scores.parts import update_tables
     from .scores.ranking import score_rows
 
     with job_log(lay.step_log("scores"), "scores.csv (tables by task)"), no_gc():
-        update = update_tables(pipe.bench, TablePaths(lay.scores, lay.best, lay.leaderboard,
-                                                      lay.leaderboard_md, lay.budgets),
-                               _budgets(pipe), prints, pipe.record_rows,
+        update = update_tables(pipe.bench, tables, _budgets(pipe), prints, pipe.record_rows,
                                lambda ids: task_fingerprints(pipe, ids), known)
         logging.getLogger("sforge.scores").info(
             "%d submission(s); %d task(s) computed, %d taken from the cache",

@@ -9,6 +9,7 @@ import logging
 import math
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,19 @@ from .cache import _dumps, _loads, _sig
 log = logging.getLogger("sforge.scores.parts")
 
 _PARTS_VERSION = "4"
+
+
+@dataclass
+class TablePaths:
+    """Where the tables go (Layout's names)."""
+    scores: Path
+    best: Path
+    leaderboard: Path
+    leaderboard_md: Path
+    budgets: Path
+
+    def every(self) -> list[Path]:
+        return [self.scores, self.best, self.leaderboard, self.leaderboard_md, self.budgets]
 
 
 def _parts_path(scores_csv: Path) -> Path:
