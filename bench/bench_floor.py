@@ -191,9 +191,11 @@ def report(tmp: Path, n: int, n_tasks: int) -> None:
         result.valid = True
         result.write(path)
         changed.append(timed_cpu(sforge(bench, results, "report")))
-        # A folder changed within the last 2 s may still change unseen (its fingerprint
-        # waits): the figure of "nothing changed" is that of settled folders.
+        # A folder changed within the last 2 s may still change unseen: its fingerprint
+        # waits, and the next report past that window takes it (redoing that task). The
+        # figure of "nothing changed" is the report after that one.
         time.sleep(2.1)
+        timed(sforge(bench, results, "report"))
         unchanged.append(timed_cpu(sforge(bench, results, "report")))
     (one, one_cpu), (none, none_cpu) = sorted(changed)[2], sorted(unchanged)[2]
     figure("`sforge report` after one result changed (med 5)", one, None, "≤ 1.5 s",
