@@ -691,10 +691,9 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
         written.insert(0, out_html)
     fresh = kept_pages(wanted)
     if fresh != pages:
+        state = page_state_path(root)
         try:
-            atomic_write_bytes(page_state_path(root),
-                               _dumps({"version": _PAGES_VERSION, "pages": fresh}))
+            atomic_write_bytes(state, _dumps({"version": _PAGES_VERSION, "pages": fresh}))
         except OSError as exc:  # a read-only tree: every page rendered next time
-            logging.getLogger(__name__).warning("cannot write %s: %s", page_state_path(root),
-                                                exc)
+            logging.getLogger(__name__).warning("cannot write %s: %s", state, exc)
     return written

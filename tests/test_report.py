@@ -10,6 +10,7 @@ the invalid section says; the DOM is dumped after load.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -659,6 +660,14 @@ def test_a_report_with_nothing_changed_imports_no_pandas_and_writes_nothing(tmp_
     atomic_write_text(lay.leaderboard, board.replace("alpha", "alfa"))
     assert "alfa" in scores.leaderboard_text(lay.leaderboard)
     atomic_write_text(lay.leaderboard, board)
+    assert scores.leaderboard_text(lay.leaderboard) in first
+    # a text another sforge version remembered for this very file is made anew
+    from sforge.scores import terminal
+
+    memo = terminal._memo_path(lay.leaderboard)
+    data = json.loads(memo.read_text())
+    memo.write_text(json.dumps({**data, "version": [data["version"][0], "0.0.0-other"],
+                                "text": "stale"}))
     assert scores.leaderboard_text(lay.leaderboard) in first
 
 

@@ -57,9 +57,7 @@ from .store import (
     _fresh,
     _load_store,
     _save_store,
-    fresh_tasks,
     kept_fingerprints,
-    stored_parts_if_current,
 )
 from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_lines
 
@@ -278,10 +276,6 @@ def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
     (see task_parts); nothing is written when no table can have changed. `known`: result
     fields read moments ago (sforge.scores.cache.read_results)."""
     hours = _check_budgets(budgets_h)
-    current = stored_parts_if_current(out.scores, fingerprints, out.every())
-    if current is not None:  # the very test `sforge report` makes before importing pandas
-        _, old_fps, csv = _load_store(out.scores)
-        return PartsUpdate(current, [], None, fingerprints, False, dict(old_fps), old_fps, csv)
     with no_gc():
         update = task_parts(bench, [], out.scores, hours, fingerprints=fingerprints,
                             records_of=records_of, fingerprints_of=fingerprints_of,
@@ -400,6 +394,5 @@ def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
     return pd.concat(frames, ignore_index=True)[list(BUDGETS_COLUMNS)].astype(BUDGETS_COLUMNS)
 
 
-__all__ = ["INVALID_FIELDS", "NEWEST_INVALID", "PartsUpdate", "TablePaths", "fresh_tasks",
-           "index_entry",
+__all__ = ["INVALID_FIELDS", "NEWEST_INVALID", "PartsUpdate", "TablePaths", "index_entry",
            "task_parts", "update_tables", "write_tables"]

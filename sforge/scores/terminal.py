@@ -1,7 +1,7 @@
 """The leaderboard as the terminal shows it, remembered beside leaderboard.csv by that file's
-stat: `sforge report` with nothing changed prints it without importing pandas (~0.5 s).
-Every write of leaderboard.csv is a new file (atomic rename), so a remembered text never
-stands for another table."""
+stat and the sforge version that made the text: `sforge report` with nothing changed
+prints it without importing pandas (~0.5 s). Every write of leaderboard.csv is a new file
+(atomic rename), so a remembered text never stands for another table."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import logging
 import os
 from pathlib import Path
 
+from .. import __version__
 from ..fileio import atomic_write_bytes
 from .cache import _dumps, _loads, _sig
 
@@ -31,7 +32,7 @@ def leaderboard_text(leaderboard_csv: Path) -> str:
     if sig is not None:
         try:
             data = _loads(memo.read_bytes())
-            if isinstance(data, dict) and data.get("version") == _VERSION \
+            if isinstance(data, dict) and data.get("version") == [_VERSION, __version__] \
                     and data.get("csv") == sig and isinstance(data.get("text"), str):
                 return data["text"]
         except (OSError, ValueError):
@@ -41,7 +42,8 @@ def leaderboard_text(leaderboard_csv: Path) -> str:
     text = board_text(leaderboard_csv)
     if sig is not None:
         try:
-            atomic_write_bytes(memo, _dumps({"version": _VERSION, "csv": sig, "text": text}))
+            atomic_write_bytes(memo, _dumps({"version": [_VERSION, __version__], "csv": sig,
+                                              "text": text}))
         except OSError as exc:  # a read-only tree: made each time
             log.debug("cannot write %s: %s", memo, exc)
     return text
