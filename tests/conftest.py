@@ -116,7 +116,8 @@ class RawServer:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(4096)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
     def _serve(self) -> None:
         import threading
@@ -133,6 +134,15 @@ class RawServer:
             self.handle(conn)
 
     def stop(self) -> None:
+        """Wakes the accept first: a plain close() leaves a thread blocked in accept()
+        holding the socket, which then listens on (and answers on) its port for the rest
+        of the test session."""
+        import contextlib
+        import socket
+
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(5)
         self.sock.close()
 
 

@@ -134,12 +134,18 @@ def _broken_model(mode: str) -> RawServer:
     def handle(conn) -> None:
         data = b""
         while b"\r\n\r\n" not in data:
-            data += conn.recv(65536)
+            more = conn.recv(65536)
+            if not more:
+                return
+            data += more
         head, _, body = data.partition(b"\r\n\r\n")
         length = int(next((line.split(b":")[1] for line in head.split(b"\r\n")
                            if line.lower().startswith(b"content-length")), b"0"))
         while len(body) < length:
-            body += conn.recv(65536)
+            more = conn.recv(65536)
+            if not more:
+                return
+            body += more
         if mode == "garbage":
             conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
             return

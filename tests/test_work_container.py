@@ -66,6 +66,7 @@ def host_server():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
+    server.server_close()
 
 
 @pytest.fixture
