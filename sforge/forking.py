@@ -7,7 +7,8 @@ A fork inherits everything the parent holds (the benchmark, the tables), so noth
 pickled: only each item's answer comes back. The work stays serial where a fork would not
 pay (few items, one core) or is not safe: a process with other threads (the judge service,
 a Snakemake job) may have a lock held at the moment of the fork, and the child would
-inherit it held forever.
+inherit it held forever. A worker never forks again: the cores are taken already, and a
+nested map ran in a worker would swap the job out from under the worker's next items.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _JOB: Callable[[Any], Any] | None = None
+_IN_WORKER = False  # set in each worker process as it starts
+
+
+def _mark_worker() -> None:
+    global _IN_WORKER
+    _IN_WORKER = True
 
 
 def _run_job(item: Any) -> Any:
@@ -43,7 +50,7 @@ def fork_map(one: Callable[[T], R], items: Sequence[T], per_process: int) -> lis
     here. `one` may be a closure: the workers are forks, it is never pickled (its answers
     are)."""
     procs = min(usable_cores(), len(items) // max(1, per_process))
-    if procs < 2 or threading.active_count() > 1:
+    if procs < 2 or _IN_WORKER or threading.active_count() > 1:
         return [one(item) for item in items]
     import multiprocessing  # 20 ms: only where it is used (not on an eval's path)
     from concurrent.futures import ProcessPoolExecutor
@@ -56,7 +63,8 @@ def fork_map(one: Callable[[T], R], items: Sequence[T], per_process: int) -> lis
     try:
         # Not multiprocessing.Pool: its map waits forever for a worker that was killed
         # (kill -9, the OOM killer); the executor says so instead.
-        with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork")) as ex:
+        with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork"),
+                                 initializer=_mark_worker) as ex:
             return list(ex.map(_run_job, items, chunksize=max(1, len(items) // (procs * 8))))
     except BrokenProcessPool as exc:
         raise SforgeError("a worker process died (killed, or out of memory) before it "

@@ -28,6 +28,21 @@ def test_answers_in_order_from_workers():
     assert {pid for _, pid in got} - {parent}
 
 
+def test_a_map_nested_in_a_workers_job_runs_there_serially():
+    """A cold report's table workers read result folders with a fork_map of their own: in a
+    worker it must run in that worker (no forks of forks) and leave the worker's job as it
+    was for its next items (it was cleared: an AssertionError on the next item)."""
+    def one(i: int) -> tuple[int, int, set[int]]:
+        inner = forking.fork_map(lambda j: (j + i, os.getpid()), list(range(60)), 1)
+        assert [a for a, _ in inner] == [j + i for j in range(60)]
+        return i, os.getpid(), {pid for _, pid in inner}
+
+    got = forking.fork_map(one, list(range(12)), 1)
+    assert [i for i, _, _ in got] == list(range(12))
+    for _, worker, inner_pids in got:
+        assert worker != os.getpid() and inner_pids == {worker}
+
+
 def test_an_exception_in_a_worker_is_raised_here():
     def one(i: int) -> int:
         if i == 5:
