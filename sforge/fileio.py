@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -107,6 +108,24 @@ def loads_json(blob: bytes | str, bulk: bool = False) -> Any:
 
 
 _ORJSON_FROM = 64 << 10  # bytes
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, busy: Callable[[], None] | None = None) -> Iterator[None]:
+    """An exclusive flock on `path` (made when missing) for the block; `busy()` is called
+    once if another holder makes this one wait. The kernel lets go of it when its holder
+    dies, kill -9 included."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if busy is not None:
+                busy()
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
 
 
 def read_json(path: Path) -> Any:

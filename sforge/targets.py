@@ -387,11 +387,23 @@ def fetch_blob_target(pipe: Pipeline, output: Path | str, log: str | Path | None
 
 
 # tables -----------------------------------------------------------------------------
+def products_lock(pipe: Pipeline) -> contextlib.AbstractContextManager[None]:
+    """One writer of a results directory's tables and pages at a time (every path that
+    writes them takes it): two reports interleaving their writes left the best.csv of one
+    beside the scores.csv of the other, under a store that said nothing changed."""
+    from .fileio import exclusive
+
+    root = pipe.layout.root
+    return exclusive(pipe.layout.cache / "tables.lock", lambda: print(
+        f"sforge: waiting for another report on {root} to finish its tables and pages",
+        file=sys.stderr, flush=True))
+
+
 def write_scores_target(pipe: Pipeline, output: Path | str,
                         log: str | Path | None = None) -> None:
     from .scores import write_scores
 
-    with job_log(log, "scores.csv"):
+    with job_log(log, "scores.csv"), products_lock(pipe):
         records = pipe.records()
         write_scores(pipe.bench, records, Path(output))
         logging.getLogger("sforge.scores").info("%d submission(s), %d result file(s)",
@@ -402,7 +414,7 @@ def write_best_target(pipe: Pipeline, scores: Path | str, output: Path | str,
                       log: str | Path | None = None) -> None:
     from .scores import write_best
 
-    with job_log(log, "best.csv"):
+    with job_log(log, "best.csv"), products_lock(pipe):
         write_best(pipe.bench, Path(scores), Path(output))
 
 
@@ -411,7 +423,7 @@ def write_leaderboard_target(pipe: Pipeline, best: Path | str, scores: Path | st
                              log: str | Path | None = None) -> None:
     from .scores import write_leaderboard
 
-    with job_log(log, "leaderboard"):
+    with job_log(log, "leaderboard"), products_lock(pipe):
         write_leaderboard(pipe.bench, Path(best), Path(scores), Path(csv), Path(md),
                           Path(budgets), [float(h) for h in pipe.config.get("budgets_hours", [])])
 
@@ -421,7 +433,7 @@ def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
                         log: str | Path | None = None) -> None:
     from .report import write_report
 
-    with job_log(log, "report.html"):
+    with job_log(log, "report.html"), products_lock(pipe):
         pages = write_report(pipe.bench, Path(scores), Path(best), Path(leaderboard),
                              Path(budgets), Path(output))
         logging.getLogger("sforge.report").info("%d page(s), %d bytes", len(pages),
@@ -435,7 +447,7 @@ def write_tables_target(pipe: Pipeline) -> int:
     from .scores.parts import TablePaths, write_tables
 
     lay = pipe.layout
-    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"):
+    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"), products_lock(pipe):
         records = pipe.records()
         made = write_tables(pipe.bench, records,
                             TablePaths(lay.scores, lay.best, lay.leaderboard,
@@ -483,6 +495,12 @@ def update_report_target(pipe: Pipeline, prints: dict[str, str | None],
     listed, computed and rendered; the rest comes from the cache (no DAG, no reading of
     up-to-date results). `known`: the result fields grading's check has just read.
     → how many tasks were computed again."""
+    with products_lock(pipe):
+        return _update_report(pipe, prints, known)
+
+
+def _update_report(pipe: Pipeline, prints: dict[str, str | None],
+                   known: dict[str, tuple[Any, ...]] | None) -> int:
     from .report_state import report_current
     from .scores.store import TablePaths, stored_parts_if_current
 

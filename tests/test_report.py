@@ -606,8 +606,21 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     assert "65.0" in tables["scores.csv"]
 
     monkeypatch.undo()
+    assert (tables, _undated(fast)) == _from_scratch(tmp_path / "chain", bench_dir, results)
+
+
+_TABLES = ("scores.csv", "best.csv", "leaderboard.csv", "leaderboard.md", "budgets.csv")
+
+
+def _undated(pages: dict[str, str]) -> dict[str, str]:
+    return {k: re.sub(r"generated [^<]* by", "", v) for k, v in pages.items()}
+
+
+def _from_scratch(chain: Path, bench_dir: Path, results: Path
+                  ) -> tuple[dict[str, str], dict[str, str]]:
+    """The tables and pages (undated) of the results on disk, made by the one-table path
+    from a copy of them: what any report must leave."""
     pipe = _pipeline(bench_dir, results)
-    chain = tmp_path / "chain"
     shutil.copytree(results / pipe.bench.name / "evals", chain / "evals")
     records = [(s, chain / "evals" / p.parent.name / p.name) for s, p in pipe.records()]
     scores.write_scores(pipe.bench, records, chain / "scores.csv", cache=False)
@@ -615,12 +628,67 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     scores.write_leaderboard(pipe.bench, chain / "best.csv", chain / "scores.csv",
                              chain / "leaderboard.csv", chain / "leaderboard.md",
                              chain / "budgets.csv", pipe.config["budgets_hours"])
-    assert tables == {name: (chain / name).read_text() for name in tables}
     report.write_report(pipe.bench, chain / "scores.csv", chain / "best.csv",
                         chain / "leaderboard.csv", chain / "budgets.csv", chain / "report.html")
-    strip = re.compile(r"generated [^<]* by")
-    assert {k: strip.sub("", v) for k, v in fast.items()} == \
-        {k: strip.sub("", v) for k, v in all_pages(Layout(chain)).items()}
+    return ({name: (chain / name).read_text() for name in _TABLES},
+            _undated(all_pages(Layout(chain))))
+
+
+def test_two_reports_at_once_end_with_the_tables_of_the_results_on_disk(tmp_path):
+    """A report that starts while another is between its writes waits for it (saying so)
+    rather than interleave: they left the best.csv and leaderboard of the older beside the
+    scores.csv of the newer, under a store that said nothing changed ever after."""
+    import sys
+    import time
+
+    bench_dir, results, paths = _graded_world(tmp_path)
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    code = ("import sys, time, pathlib, sforge.scores.folders as f; f.RACY_NS = -1\n"
+            "from sforge import cli\n"
+            "from sforge.scores import parts\n"
+            "gate = pathlib.Path(sys.argv[1])\n"
+            "real = parts.atomic_write_text\n"
+            "def paused(path, text):\n"
+            "    if pathlib.Path(path).name == 'best.csv' and gate.name == 'gate':\n"
+            "        (gate / 'at').touch()\n"
+            "        while not (gate / 'go').exists():\n"
+            "            time.sleep(0.02)\n"
+            "    real(path, text)\n"
+            "parts.atomic_write_text = paused\n"
+            f"sys.exit(cli.main(['-b', {str(bench_dir)!r}, '--results', {str(results)!r}, "
+            "'report']))\n")
+
+    def start(gate_dir: Path, err: Path) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", code, str(gate_dir)],
+                                stdout=subprocess.DEVNULL, stderr=err.open("w"))
+
+    def score(name: str, value: float) -> None:
+        changed = EvalResult.read(paths[name])
+        changed.score = value
+        changed.write(paths[name])
+
+    assert start(tmp_path / "no-gate", tmp_path / "first.err").wait(120) == 0
+    lay = _pipeline(bench_dir, results).layout
+    score("s7", 65.0)  # beta's best on min_task (minimize) now
+    first = start(gate, tmp_path / "a.err")
+    deadline = time.monotonic() + 60
+    while not (gate / "at").exists():  # A has written scores.csv, not best.csv
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    score("s7", 60.0)  # and better again
+    second = start(tmp_path / "no-gate", tmp_path / "b.err")
+    while "waiting for another report" not in (tmp_path / "b.err").read_text():
+        assert second.poll() is None and time.monotonic() < deadline, \
+            (tmp_path / "b.err").read_text()
+        time.sleep(0.05)
+    assert "65.0" in lay.scores.read_text()  # B wrote nothing while A holds the tables
+    (gate / "go").touch()
+    assert first.wait(120) == 0 and second.wait(120) == 0
+    made = {name: (lay.root / name).read_text() for name in _TABLES}
+    assert "60.0" in made["scores.csv"] and "65.0" not in made["scores.csv"]
+    assert (made, _undated(all_pages(lay))) == \
+        _from_scratch(tmp_path / "chain", bench_dir, results)
 
 
 def test_a_report_with_nothing_changed_imports_no_pandas_and_writes_nothing(tmp_path):

@@ -11,8 +11,6 @@ a definition edit does not fetch the 360 MB claude package again.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import InfrastructureError, SforgeError
-from ..fileio import atomic_write_json
+from ..fileio import atomic_write_json, exclusive
 from ..hashing import TAG_HEX, file_sha256
 from .agents import Agent, BundleItem
 
@@ -103,21 +101,13 @@ def _extract_member(tgz: Path, member: str, dest: Path) -> None:
     raise SforgeError(f"{tgz.name} has no file {member}")
 
 
-@contextlib.contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
-
-
 def ensure_bundle(agent: Agent, script: Path | None = None) -> Path:
     """The agent's bundle directory, assembled first when this machine has none."""
     digest = bundle_digest(agent, script)
     final = bundle_dir(agent, digest)
     if (final / MANIFEST).is_file():
         return final
-    with _lock(final.with_name(f".{final.name}.lock")):
+    with exclusive(final.with_name(f".{final.name}.lock")):
         if (final / MANIFEST).is_file():
             return final
         tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
