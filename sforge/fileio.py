@@ -42,8 +42,20 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def utf8(text: str) -> bytes:
+    """`text` as UTF-8. A lone surrogate (a result another tool wrote with a "\\ud800"
+    escape, which JSON allows; a file name that is not UTF-8) becomes U+FFFD, as sforge's
+    own results have it, rather than stop a table or a page from being written."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        import re
+
+        return re.sub("[\ud800-\udfff]", "\ufffd", text).encode()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+    atomic_write_bytes(path, utf8(text))
 
 
 def atomic_write_json(path: Path, data: Any) -> None:

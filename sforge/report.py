@@ -460,7 +460,7 @@ def _page_key(bench: Benchmark, task: Task, rows: pd.DataFrame, colors: dict[str
     h.update(repr((__version__, task.id, task.name, task.version, task.score,
                    sorted(task.metadata.items(), key=str), bench.excluded(task),
                    sorted((s, colors.get(s)) for s in rows["source"].unique()))).encode())
-    h.update(rows.to_csv(index=False).encode())
+    h.update(rows.to_csv(index=False).encode("utf-8", "surrogatepass"))
     for t, k in sorted(set(zip(rows["task"], rows["key"], strict=True))):
         for path in (link.layout.eval_result(t, k), link.layout.eval_log(t, k)):
             try:

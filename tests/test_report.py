@@ -778,3 +778,24 @@ def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkey
     assert len(serial) == 6
     assert {k: strip.sub("", v) for k, v in parallel.items()} == \
         {k: strip.sub("", v) for k, v in serial.items()}
+
+
+def test_a_result_with_a_lone_surrogate_from_another_tool_is_reported(tmp_path, monkeypatch):
+    """JSON allows a lone surrogate escape ("\\ud800"); sforge's own results never hold one,
+    but a result written by another tool may. It is U+FFFD in the tables and pages (it
+    stopped every report: a surrogate cannot be written as UTF-8)."""
+    from sforge import orchestrate
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    bench_dir, results, paths = _graded_world(tmp_path)
+    data = json.loads(paths["s0"].read_text())
+    data["summary"] = "judge said \ud800"
+    data["details"][0]["name"] = "case \udfff"
+    paths["s0"].write_text(json.dumps(data))  # escaped: valid JSON, ASCII on disk
+    for _ in range(2):
+        assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    lay = _pipeline(bench_dir, results).layout
+    assert "judge said \ufffd" in lay.scores.read_text(encoding="utf-8")
+    page = (lay.report_pages / "max_task.html").read_text(encoding="utf-8")
+    assert "judge said \ufffd" in page and "case \ufffd" in page

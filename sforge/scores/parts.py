@@ -44,7 +44,7 @@ import pandas as pd
 
 from ..bulk import no_gc
 from ..errors import SforgeError
-from ..fileio import atomic_write_text, copy_range, create_temp
+from ..fileio import atomic_write_text, copy_range, create_temp, utf8
 from ..forking import fork_map, usable_cores
 from ..model import Benchmark
 from ..submissions import RecordRow, Submission, record_rows
@@ -309,7 +309,7 @@ def _write_scores(scores_csv: Path, update: PartsUpdate) -> tuple[dict[str, Any]
         placed: dict[str, Any] = {}
         for t, p in update.parts.items():
             if "lines" in p:
-                rows = p["lines"].encode()
+                rows = utf8(p["lines"])
                 size = len(rows)
                 pieces.append(rows)
             else:
