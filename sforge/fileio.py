@@ -8,8 +8,10 @@ lets read them. (`tempfile.mkstemp` would make every product 0600 whatever the u
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -62,10 +64,28 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
+    """A descriptor and the stat of the regular file at `path` (a link followed); anything
+    else is an OSError saying so. Opened without blocking, so a FIFO put where a result or
+    a sidecar belongs cannot hang a report, nor a link to /dev/zero fill its memory."""
+    fd = os.open(path, READ_FLAGS)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", os.fspath(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
 def read_bytes(path: Path | str) -> bytes:
-    """A small file's bytes through os.open/read: a third of open()'s cost, which counts
-    when a report reads 100,000 files."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    """A small regular file's bytes through os.open/read: a third of open()'s cost, which
+    counts when a report reads 100,000 files."""
+    fd, _ = open_regular(path)
     try:
         chunks = []
         while chunk := os.read(fd, 1 << 20):
@@ -141,8 +161,8 @@ def exclusive(path: Path, busy: Callable[[], None] | None = None) -> Iterator[No
 
 
 def read_json(path: Path) -> Any:
-    with path.open("rb") as fh:
-        return json.load(fh)
+    """A regular file's JSON (a FIFO or a device there is an OSError, not a hang)."""
+    return json.loads(read_bytes(path))
 
 
 def user_cache(name: str) -> Path:

@@ -751,3 +751,61 @@ def test_result_directories_read_in_worker_processes_as_in_one(tmp_path, monkeyp
                                    on_unreadable=lambda p, w: bad.append(p))
     assert gone not in got and broken not in got and bad == [broken]
     assert len(got) == len(paths) - 2
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link loop", "link to /dev/zero", "directory"])
+def test_a_result_path_that_is_no_regular_file_is_unreadable_at_once(tmp_path, kind):
+    """Something put where a result belongs that is not a file: a FIFO hung the report in
+    open(), a link to /dev/zero read without end, a link loop was a traceback. Each is an
+    unreadable result (set aside and graded again by the caller), said at once, in the
+    cache's second read too."""
+    import threading
+
+    good = tmp_path / "evals" / "t" / "a.json"
+    good.parent.mkdir(parents=True)
+    EvalResult(task="t", submission="a" * 64, key="a", valid=True, score=1.0,
+               summary="ok").write(good)
+    odd = good.with_name("b.json")
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "link loop":
+        odd.symlink_to(odd.name)
+    elif kind == "directory":
+        odd.mkdir()
+    else:
+        odd.symlink_to("/dev/zero")
+    cache = tmp_path / "cache"
+
+    def read(bad: list[tuple[str, str]], out: dict) -> None:
+        out.update(score_cache.read_results([str(good), str(odd)], cache,
+                                            on_unreadable=lambda p, w: bad.append((p, w))))
+
+    for _ in range(2):
+        bad: list[tuple[str, str]] = []
+        out: dict = {}
+        worker = threading.Thread(target=read, args=(bad, out), daemon=True)
+        worker.start()
+        worker.join(20)
+        assert not worker.is_alive(), f"reading a {kind} did not return"
+        assert list(out) == [str(good)] and [p for p, _ in bad] == [str(odd)]
+        assert "unreadable eval result" in bad[0][1]
+    with pytest.raises(SforgeError, match=re.escape(str(odd))):
+        score_cache.read_results([str(odd)], None)
+
+
+def test_a_fifo_where_a_result_belongs_is_set_aside_by_the_eval_path(tmp_path):
+    """The eval path's reading (load_result) says a FIFO is unreadable and sets it aside to
+    be graded again, where open() waited for a writer for ever."""
+    import threading
+
+    from sforge.results import load_result
+
+    path = tmp_path / "evals" / "t" / "k.json"
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    out: list = []
+    worker = threading.Thread(target=lambda: out.append(load_result(path)), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive() and out == [None]
+    assert not os.path.lexists(path) and list((path.parent / "history").iterdir())

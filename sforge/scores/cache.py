@@ -21,7 +21,7 @@ import orjson
 
 from ..errors import SforgeError
 from ..feedback import Feedback, compact_feedback
-from ..fileio import atomic_write_bytes
+from ..fileio import atomic_write_bytes, open_regular
 from ..fileio import loads_json as _loads
 from ..forking import fork_map
 
@@ -69,13 +69,12 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
     os.open/fstat/read rather than open(): a third of the cost for 100k small files, and the
     signature is that of the very bytes parsed."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd, st = open_regular(path)
     except FileNotFoundError:
         raise _missing(path) from None
     except OSError as exc:
         raise SforgeError(f"{path}: unreadable eval result: {exc}") from None
     try:
-        st = os.fstat(fd)
         blob = os.read(fd, st.st_size + 1)
         if len(blob) > st.st_size:  # grew since fstat (never for an atomic write): read on
             chunks = [blob]
@@ -131,6 +130,8 @@ def _cached_entry(entry: Any, path: str) -> list[Any] | None:
         return entry if entry[0] == _sig(os.stat(path)) else None
     except FileNotFoundError:
         raise _missing(path) from None
+    except OSError:  # a link loop, a name too long: parsing says why it is unreadable
+        return None
 
 
 def prune_shards(cache: Path, directories: set[str]) -> None:
@@ -213,7 +214,7 @@ def _read_dir(cache: Path | None, directory: str, members: list[str],
         except SforgeError as exc:
             if not tolerate:
                 raise
-            if os.path.exists(path):
+            if os.path.lexists(path):  # a link loop or a dangling link is there, unread
                 unreadable.append((path, str(exc).removeprefix(f"{path}: ")))
             continue
         fresh[name] = entry
