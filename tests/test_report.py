@@ -799,3 +799,32 @@ def test_a_result_with_a_lone_surrogate_from_another_tool_is_reported(tmp_path, 
     assert "judge said \ufffd" in lay.scores.read_text(encoding="utf-8")
     page = (lay.report_pages / "max_task.html").read_text(encoding="utf-8")
     assert "judge said \ufffd" in page and "case \ufffd" in page
+
+
+def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
+    """A stored table part or a result-cache entry of another shape (a .cache edited by
+    hand) is dropped, never taken for a table: the task is computed again from its result
+    files (it was a KeyError or TypeError in every later report)."""
+    from sforge import orchestrate
+    from sforge.scores import folders
+    from sforge.scores.cache import _cache_path
+    from sforge.scores.store import _parts_path
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    bench_dir, results, _ = _graded_world(tmp_path)
+    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    lay = _pipeline(bench_dir, results).layout
+    store = _parts_path(lay.scores)
+    data = json.loads(store.read_text())
+    del data["parts"]["max_task"]["index"]
+    data["parts"]["min_task"]["best"]["score"] = {"not": "a list"}
+    store.write_text(json.dumps(data))
+    for shard in _cache_path(lay.scores).glob("*.json"):
+        cached = json.loads(shard.read_text())
+        cached["results"] = {name: [e[0], *[{"x": 1}] * (len(e) - 2), e[-1]]
+                             for name, e in cached["results"].items()}
+        shard.write_text(json.dumps(cached))
+    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    made = {name: (lay.root / name).read_text() for name in _TABLES}
+    assert (made, _undated(all_pages(lay))) == \
+        _from_scratch(tmp_path / "chain", bench_dir, results)

@@ -94,11 +94,30 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
     # A bool is an int to Python, but never a score; non-numbers count as no score.
     score = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
     duration = data.get("duration_s")
-    duration = float(duration) if isinstance(duration, int | float) else None
-    return _sig(st), (data["task"], data["submission"], data.get("key") or Path(path).stem,
-                      data["valid"], score, data.get("summary"), data.get("reason"), duration,
-                      data.get("finished_at") or None, data.get("judge_image") or None), \
+    duration = float(duration) if isinstance(duration, int | float) \
+        and not isinstance(duration, bool) else None
+    key = data.get("key")
+    return _sig(st), (data["task"], data["submission"],
+                      key if isinstance(key, str) and key else Path(path).stem,
+                      data["valid"], score, _opt_text(data.get("summary")),
+                      _opt_text(data.get("reason")), duration,
+                      _opt_text(data.get("finished_at")) or None,
+                      _opt_text(data.get("judge_image")) or None), \
         compact_feedback(data)
+
+
+def _opt_text(value: Any) -> str | None:
+    """A text field of a result as text (None when absent): what a foreign grader put there
+    as a number, a list or an object is shown as its JSON."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
+
+
+# The types of an entry's fields, as _parse_result makes them (a cache entry of any other
+# shape was not made by it: a damaged or hand-edited shard, its file parsed again).
+_NONE = type(None)
+_FIELD_TYPES = ((str,), (str,), (str,), (bool,), (float, _NONE), (str, _NONE), (str, _NONE),
+                (float, _NONE), (str, _NONE), (str, _NONE))
+assert len(_FIELD_TYPES) == len(_RESULT_FIELDS)
 
 
 def _cache_path(out: Path) -> Path:
@@ -124,7 +143,9 @@ def _load_shard(path: Path, directory: str) -> dict[str, list[Any]]:
 
 def _cached_entry(entry: Any, path: str) -> list[Any] | None:
     """The cached entry if the file is still the one it was parsed from."""
-    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 2):
+    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 2) or not all(
+            type(v) in kinds for v, kinds in zip(entry[1:_FEEDBACK_AT], _FIELD_TYPES,
+                                                 strict=True)):
         return None
     try:
         return entry if entry[0] == _sig(os.stat(path)) else None

@@ -49,6 +49,7 @@ from ..forking import fork_map, usable_cores
 from ..model import Benchmark
 from ..submissions import RecordRow, Submission, record_rows
 from .cache import _cache_path, _missing, _sig, prune_shards
+from .columns import INVALID_FIELDS, NEWEST_INVALID
 from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
 from .ranking import best_rows, not_valid_rows, score_rows
 from .store import (
@@ -63,9 +64,6 @@ from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_l
 
 log = logging.getLogger(__name__)
 
-NEWEST_INVALID = 100  # invalid rows per task kept for the report's index (it lists the newest)
-# What the index shows of an invalid row (sforge.report).
-INVALID_FIELDS = ("task", "source", "name", "key", "reason", "summary", "graded_at")
 
 Records = Sequence[RecordRow]
 

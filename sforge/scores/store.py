@@ -15,6 +15,7 @@ from typing import Any
 
 from ..fileio import atomic_write_bytes
 from .cache import _dumps, _loads, _sig
+from .columns import BEST_COLUMNS, INVALID_FIELDS
 
 log = logging.getLogger("sforge.scores.parts")
 
@@ -67,10 +68,40 @@ def _load_store(scores_csv: Path) -> tuple[dict[str, Any], dict[str, Any], str |
     parts, fps, csv = cached.get("parts"), cached.get("fingerprints"), cached.get("csv")
     if not isinstance(parts, dict) or csv is None or csv != _csv_sig(scores_csv):
         parts, csv = {}, None
-    parts = {t: p for t, p in parts.items() if isinstance(p, dict) and "at" in p}
+    parts = {t: p for t, p in parts.items() if _well_formed(p)}
     _STORES.clear()
     _STORES[memo] = (parts, fps if isinstance(fps, dict) else {}, csv)
     return _STORES[memo]
+
+
+def _strings(value: Any) -> bool:
+    return type(value) is list and all(type(x) is str for x in value)
+
+
+def _columns(value: Any, names: Any) -> bool:
+    """A dict of one list per name, all of one length."""
+    return type(value) is dict and value.keys() == set(names) and all(
+        type(v) is list for v in value.values()) and len({len(v) for v in value.values()}) <= 1
+
+
+def _well_formed(p: Any) -> bool:
+    """Whether a stored part is of the shape _make_parts gives: a part of any other (a
+    store edited by hand or damaged) is dropped and its task computed again, never taken
+    for a table."""
+    if type(p) is not dict:
+        return False
+    at, index, people = p.get("at"), p.get("index"), p.get("people")
+    return (type(at) is list and len(at) == 2 and all(type(x) is int and x >= 0 for x in at)
+            and _columns(p.get("best"), BEST_COLUMNS)
+            and type(index) is dict and type(index.get("graded")) is int
+            and type(index.get("invalid")) is int and _strings(index.get("sources"))
+            and _columns(index.get("bad"), INVALID_FIELDS)
+            and type(p.get("budgets")) is list
+            and all(type(b) is list and len(b) == 3 for b in p["budgets"])
+            and type(people) is dict and all(
+                type(v) is list and len(v) == 2 and all(map(_strings, v))
+                for v in people.values())
+            and _strings(p.get("timed")) and _strings(p.get("dirs")))
 
 
 def _save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | None,

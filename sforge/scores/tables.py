@@ -18,68 +18,15 @@ import pandas as pd
 from ..errors import SforgeError
 from ..fileio import atomic_write_bytes, atomic_write_text
 from .cache import _dumps, _loads, _sig
+from .columns import (  # noqa: F401 - the tables' schemas, named here too
+    BEST_COLUMNS,
+    BUDGETS_COLUMNS,
+    LEADERBOARD_HEAD,
+    LEADERBOARD_TAIL,
+    SCORES_COLUMNS,
+)
 
 log = logging.getLogger(__name__)
-
-# Column → dtype of each table; the files are written and read back through these, so a
-# task id like "0012" stays a string and an empty field is the only missing value.
-SCORES_COLUMNS: dict[str, str] = {
-    "task": "str",
-    "source": "str",
-    "name": "str",
-    "submission": "str",  # archive sha256
-    "key": "str",  # eval key: the result file is evals/<task>/<key>.json
-    "valid": "bool",
-    "score": "float64",  # raw
-    "rescaled": "float64",  # 0–100; empty when invalid or no rescale table
-    "direction": "str",
-    "summary": "str",
-    "reason": "str",
-    "judge_image": "str",
-    "graded_at": "str",  # the result's finished_at
-    "duration_s": "float64",
-    "submitted_at": "str",
-    "elapsed_s": "float64",
-    "agent": "str",
-    "model": "str",
-}
-
-BEST_COLUMNS: dict[str, str] = {
-    "source": "str",
-    "task": "str",
-    "category": "str",
-    "direction": "str",
-    "score": "float64",
-    "rescaled": "float64",
-    "submission": "str",
-    "name": "str",
-    "key": "str",
-    "submitted_at": "str",
-    "elapsed_s": "float64",
-    "graded_at": "str",
-    "agent": "str",
-    "model": "str",
-    "valid_count": "int64",  # valid results of this source on this task
-    "submissions": "int64",  # graded submissions of this source on this task
-}
-
-# Leaderboard columns around the per-category ones (inserted after "score").
-LEADERBOARD_HEAD: dict[str, str] = {
-    "rank": "int64",
-    "source": "str",
-    "agent": "str",
-    "model": "str",
-    "score": "float64",
-}
-LEADERBOARD_TAIL: dict[str, str] = {"tasks_valid": "int64", "tasks": "int64"}
-
-BUDGETS_COLUMNS: dict[str, str] = {
-    "source": "str",
-    "budget_h": "float64",
-    "score": "float64",
-    "tasks_valid": "int64",
-}
-
 
 def _empty(columns: Mapping[str, str]) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
