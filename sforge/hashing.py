@@ -44,6 +44,9 @@ class HashCache:
         self._entries: dict[str, list] = {}
         self._parsed: dict[str, list] = {}
         self._noted: dict[str, list] = {}  # this process's own writes, never persisted
+        # Files hashed anew whose bytes differ from the digest cached under their name: a
+        # file rewritten in place (`cp` over an archive), which its folder's stat misses.
+        self.rewritten: set[str] = set()
         self._dirty = False
         if path is not None and path.is_file():
             try:
@@ -73,12 +76,17 @@ class HashCache:
         if noted is not None and noted[:4] == ident:
             return noted[4]
         digest = file_sha256(key)
+        if isinstance(hit, list) and len(hit) == 5 and hit[4] != digest:
+            self.rewritten.add(key)
         # "Racily clean": a file modified within the filesystem's timestamp granularity of
         # this read could change again with no visible stat change, so it is not cached.
         if not self._racy(st):
             self._entries[key] = [*ident, digest]
             self._dirty = True
         return digest
+
+    def was_rewritten(self, path: Path | str) -> bool:
+        return os.fspath(path) in self.rewritten
 
     def note(self, path: Path | str, digest: str) -> None:
         """The sha256 of a file this process has just written (hashing it as it went), so
@@ -148,6 +156,9 @@ class FolderHashCache:
 
     def note(self, path: Path | str, digest: str) -> None:
         self._for(os.fspath(path)).note(path, digest)
+
+    def was_rewritten(self, path: Path | str) -> bool:
+        return self._for(os.fspath(path)).was_rewritten(path)
 
     def save(self) -> None:
         for cache in list(self._since_save.values()):

@@ -828,3 +828,32 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
     made = {name: (lay.root / name).read_text() for name in _TABLES}
     assert (made, _undated(all_pages(lay))) == \
         _from_scratch(tmp_path / "chain", bench_dir, results)
+
+
+def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monkeypatch):
+    """`cp` over an archive leaves its folder's stat as it was. `sforge grade` hashes it
+    anew; when a result for its new bytes is there already nothing is graded, yet the next
+    report must show the new archive: grading's listing marks the task (it stayed on the
+    old archive and score for ever)."""
+    from sforge import orchestrate
+    from sforge.hashing import HashCache
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    monkeypatch.setattr(HashCache, "RACY_NS", -1)  # archives this fresh are cached here
+    bench_dir, results, _ = _graded_world(tmp_path)
+    ex = orchestrate.Execution()
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    folder = bench_dir / "submissions" / "alpha" / "max_task"
+    inode = (folder / "s0.tar.gz").stat().st_ino
+    shutil.copyfile(folder / "s1.tar.gz", folder / "s0.tar.gz")  # in place, as cp does
+    assert (folder / "s0.tar.gz").stat().st_ino == inode
+    out = orchestrate.grade_pending(_pipeline(bench_dir, results), None, ex)
+    assert out.missing == 0  # s1's result stands for s0's new bytes: nothing graded
+    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    lay = _pipeline(bench_dir, results).layout
+    rows = scores.read_scores(lay.scores).set_index("name")
+    assert rows.loc["s0", "submission"] == rows.loc["s1", "submission"]
+    made = {name: (lay.root / name).read_text() for name in _TABLES}
+    assert (made, _undated(all_pages(lay))) == \
+        _from_scratch(tmp_path / "chain", bench_dir, results)
