@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -114,9 +113,11 @@ def discover(roots: list[Path], cache: HashCache | FolderHashCache,
 
 def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
                   tasks: set[str] | None = None,
-                  result_of: Callable[[str, str], str] | None = None) -> list[RecordRow]:
+                  result_of: Callable[[str, str], str] | None = None,
+                  on_rewritten: Callable[[str], None] | None = None) -> list[RecordRow]:
     """discover's submissions as rows, in order of their paths; `result_of(task, sha256)`
-    names each one's result file (else "").
+    names each one's result file (else ""). `on_rewritten(task)` is told of an archive
+    whose bytes changed under its name (the listing worker calls it).
 
     One directory listing per task folder and one stat per archive; names starting with a
     dot are never submissions. Folders are shared out to worker processes, each saving the
@@ -125,7 +126,7 @@ def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
                for item in _task_folders(root.resolve(), tasks)]
 
     def one(item: tuple[str, str, str]) -> list[tuple[str, RecordRow]]:
-        found = _folder_rows(*item, cache, result_of)
+        found = _folder_rows(*item, cache, result_of, on_rewritten)
         cache.save()
         return found
 
@@ -135,7 +136,8 @@ def discover_rows(roots: list[Path], cache: HashCache | FolderHashCache,
 
 
 def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderHashCache,
-                 result_of: Callable[[str, str], str] | None = None
+                 result_of: Callable[[str, str], str] | None = None,
+                 on_rewritten: Callable[[str], None] | None = None
                  ) -> list[tuple[str, RecordRow]]:
     """(listed path, row) of each archive in one task folder."""
     try:
@@ -154,23 +156,13 @@ def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderH
             sha = cache.sha256(path, entry.stat())
         except FileNotFoundError:  # removed since the listing
             continue
-        result = result_of(task, sha) if result_of is not None else ""
-        if result and cache.was_rewritten(path):
-            _mark_task_changed(os.path.dirname(result))
+        if on_rewritten is not None and cache.was_rewritten(path):
+            on_rewritten(task)
         out.append((entry.path, RecordRow(
             source, task, name, sha, meta.get("submitted_at"), meta.get("elapsed_s"),
-            meta.get("agent"), meta.get("model"), result, path)))
+            meta.get("agent"), meta.get("model"),
+            result_of(task, sha) if result_of is not None else "", path)))
     return out
-
-
-def _mark_task_changed(evals_dir: str) -> None:
-    """An archive rewritten in place under its name leaves its folder's stat as it was, so
-    the report's folder fingerprints would miss it when its new bytes' result is already
-    there (nothing is graded, nothing written): its task's result folder, sforge's own, is
-    touched instead, so the next report redoes the task."""
-    with contextlib.suppress(OSError):
-        os.makedirs(evals_dir, exist_ok=True)
-        os.utime(evals_dir)
 
 
 def _task_folders(root: Path, tasks: set[str] | None = None) -> list[tuple[str, str, str]]:

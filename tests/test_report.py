@@ -831,10 +831,10 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
 
 
 def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monkeypatch):
-    """`cp` over an archive leaves its folder's stat as it was. `sforge grade` hashes it
-    anew; when a result for its new bytes is there already nothing is graded, yet the next
-    report must show the new archive: grading's listing marks the task (it stayed on the
-    old archive and score for ever)."""
+    """`cp` over an archive leaves its folder's stat as it was. The listing that hashes it
+    anew (here `sforge clean`'s, before `sforge grade`) marks its task: when a result for
+    its new bytes is there already nothing is graded, yet the next report must show the
+    new archive (it stayed on the old archive and score for ever)."""
     from sforge import orchestrate
     from sforge.hashing import HashCache
     from sforge.scores import folders
@@ -848,6 +848,9 @@ def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monk
     inode = (folder / "s0.tar.gz").stat().st_ino
     shutil.copyfile(folder / "s1.tar.gz", folder / "s0.tar.gz")  # in place, as cp does
     assert (folder / "s0.tar.gz").stat().st_ino == inode
+    # Any listing may hash it anew first (`sforge clean`, a Snakemake grading job), and
+    # remember the new digest: that one marks the task.
+    assert len(_pipeline(bench_dir, results).submissions()) == len(SAMPLE)
     out = orchestrate.grade_pending(_pipeline(bench_dir, results), None, ex)
     assert out.missing == 0  # s1's result stands for s0's new bytes: nothing graded
     assert orchestrate.make_report(_pipeline(bench_dir, results), ex)

@@ -13,8 +13,9 @@ Its tables and page are taken again from the cache while the fingerprint holds.
 
 What a folder stat cannot see is a file rewritten in place under the same name (`cp` over an
 existing archive). `sforge grade` checks every archive by its own stat and hashes such an
-archive again; its listing then touches evals/<task>/ (sforge.submissions), which marks the
-task changed whether or not its new bytes need grading. A `touch` of the archive's folder
+archive again; whichever listing hashed it anew then touches evals/<task>/
+(Pipeline._rewritten), which marks the task changed whether or not its new bytes need
+grading. A `touch` of the archive's folder
 does the same (the only way for a sidecar, or a result, edited in place).
 A folder modified within RACY_NS of the scan could change again unseen, so such a task gets
 no fingerprint (it is recomputed).
