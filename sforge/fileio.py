@@ -146,18 +146,38 @@ _ORJSON_FROM = 64 << 10  # bytes
 def exclusive(path: Path, busy: Callable[[], None] | None = None) -> Iterator[None]:
     """An exclusive flock on `path` (made when missing) for the block; `busy()` is called
     once if another holder makes this one wait. The kernel lets go of it when its holder
-    dies, kill -9 included."""
+    dies, kill -9 included. Not re-entrant: a second hold in one process waits for ever.
+    Where no lock can be had (a read-only tree, which has nothing to write either; a
+    filesystem without locks, e.g. NFSv3 without lockd) the block runs unlocked, with a
+    warning."""
     import fcntl
+    import logging
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    try:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags | os.O_CREAT, 0o666)
+        except OSError:
+            fd = os.open(path, flags)
+    except OSError as exc:
+        logging.getLogger("sforge").warning("sforge: warning: cannot open the lock %s (%s); "
+                                            "going on without it", path, exc.strerror)
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if busy is not None:
                 busy()
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # ENOLCK, EOPNOTSUPP: no locks on this filesystem
+            logging.getLogger("sforge").warning("sforge: warning: cannot lock %s (%s); "
+                                                "going on without it", path, exc.strerror)
         yield
+    finally:
+        os.close(fd)
 
 
 def read_json(path: Path) -> Any:

@@ -110,3 +110,47 @@ def test_json_nested_too_deeply_is_a_value_error():
     assert loads_json(b'{"a": NaN}')["a"] != 0  # json's reading where orjson refuses
     with pytest.raises(ValueError, match="too deeply"):
         loads_json(b"[" * 100_000)
+
+
+def test_exclusive_makes_a_second_holder_wait_and_says_so(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from sforge.fileio import exclusive
+
+    lock = tmp_path / "sub" / "tables.lock"
+    code = ("import sys, pathlib; from sforge.fileio import exclusive\n"
+            "with exclusive(pathlib.Path(sys.argv[1]), lambda: print('busy', flush=True)):\n"
+            "    print('held', flush=True)\n")
+    with exclusive(lock):
+        other = subprocess.Popen([sys.executable, "-c", code, str(lock)], text=True,
+                                 stdout=subprocess.PIPE)
+        assert other.stdout is not None
+        assert other.stdout.readline() == "busy\n"
+        time.sleep(0.3)
+        assert other.poll() is None  # still waiting
+    assert other.stdout.readline() == "held\n" and other.wait(10) == 0
+
+
+def test_exclusive_goes_on_unlocked_where_no_lock_can_be_had(tmp_path, monkeypatch, caplog):
+    """A read-only tree (nothing to write there either) or a filesystem without locks: the
+    block runs, with a warning, rather than stop a report that has nothing to write."""
+    import errno
+    import fcntl
+
+    from sforge.fileio import exclusive
+
+    (tmp_path / "file").write_text("")
+    ran = []
+    with exclusive(tmp_path / "file" / "tables.lock"):  # its folder cannot be made
+        ran.append("no folder")
+
+    def no_locks(*args):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with exclusive(tmp_path / "tables.lock"):
+        ran.append("no locks")
+    assert ran == ["no folder", "no locks"]
+    assert "cannot open the lock" in caplog.text and "cannot lock" in caplog.text
