@@ -70,7 +70,8 @@ class HashCache:
         st = st or os.stat(key)
         ident = self._ident(st)
         hit = self._entries.get(key)
-        if isinstance(hit, list) and len(hit) == 5 and hit[:4] == ident:
+        if isinstance(hit, list) and len(hit) == 5 and hit[:4] == ident \
+                and type(hit[4]) is str and len(hit[4]) == 64:  # else damaged: hashed again
             return hit[4]
         noted = self._noted.get(key)
         if noted is not None and noted[:4] == ident:

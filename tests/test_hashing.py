@@ -343,6 +343,9 @@ DAMAGED = {
     "no_entries": '{"version": 1}',
     "bad_entry": '{"version": 1, "entries": {"@FILE@": 5}}',
     "short_entry": '{"version": 1, "entries": {"@FILE@": "@IDENT@"}}',
+    # this version's shape, but a digest that is no sha256 (a cache edited by hand)
+    "digest_number": '{"version": 3, "entries": {"@FILE@": "@IDENT_NUMBER@"}}',
+    "digest_short": '{"version": 3, "entries": {"@FILE@": "@IDENT_SHORT@"}}',
 }
 
 
@@ -354,8 +357,10 @@ def test_damaged_cache_is_ignored(tmp_path, kind):
     st = f.stat()
     text = DAMAGED[kind].replace("@FILE@", str(f))
     # An entry whose stat identity matches but whose digest is missing.
-    text = text.replace('"@IDENT@"', json.dumps([st.st_size, st.st_mtime_ns, st.st_ino,
-                                                 st.st_ctime_ns]))
+    ident = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+    text = text.replace('"@IDENT@"', json.dumps(ident))
+    text = text.replace('"@IDENT_NUMBER@"', json.dumps([*ident, 5]))
+    text = text.replace('"@IDENT_SHORT@"', json.dumps([*ident, "abc"]))
     path = tmp_path / "hashes.json"
     path.write_text(text)
     cache = HashCache(path)

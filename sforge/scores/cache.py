@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -118,6 +119,7 @@ _NONE = type(None)
 _FIELD_TYPES = ((str,), (str,), (str,), (bool,), (float, _NONE), (str, _NONE), (str, _NONE),
                 (float, _NONE), (str, _NONE), (str, _NONE))
 assert len(_FIELD_TYPES) == len(_RESULT_FIELDS)
+_ENTRY_TYPES = frozenset(itertools.product(*_FIELD_TYPES))  # one set lookup an entry
 
 
 def _cache_path(out: Path) -> Path:
@@ -143,9 +145,8 @@ def _load_shard(path: Path, directory: str) -> dict[str, list[Any]]:
 
 def _cached_entry(entry: Any, path: str) -> list[Any] | None:
     """The cached entry if the file is still the one it was parsed from."""
-    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 2) or not all(
-            type(v) in kinds for v, kinds in zip(entry[1:_FEEDBACK_AT], _FIELD_TYPES,
-                                                 strict=True)):
+    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 2) \
+            or tuple(map(type, entry[1:_FEEDBACK_AT])) not in _ENTRY_TYPES:
         return None
     try:
         return entry if entry[0] == _sig(os.stat(path)) else None
