@@ -62,10 +62,15 @@ def _compact_detail(d: Detail) -> bool:
         d.score is None or type(d.score) is float or type(d.score) is int)
 
 
+def json_text(value: Any) -> str:
+    """A grader's value as text: a string as it is, anything else as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = json_text(value)
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 

@@ -44,6 +44,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+SURROGATES = "\ud800-\udfff"  # as a regular expression's character range
+
+
 def utf8(text: str) -> bytes:
     """`text` as UTF-8. A lone surrogate (a result another tool wrote with a "\\ud800"
     escape, which JSON allows; a file name that is not UTF-8) becomes U+FFFD, as sforge's
@@ -53,7 +56,7 @@ def utf8(text: str) -> bytes:
     except UnicodeEncodeError:
         import re
 
-        return re.sub("[\ud800-\udfff]", "\ufffd", text).encode()
+        return re.sub(f"[{SURROGATES}]", "\ufffd", text).encode()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -64,14 +67,16 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+READ_FLAGS = (os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+              | getattr(os, "O_NOCTTY", 0))
 
 
-def open_regular(path: Path | str) -> tuple[int, os.stat_result]:
-    """A descriptor and the stat of the regular file at `path` (a link followed); anything
-    else is an OSError saying so. Opened without blocking, so a FIFO put where a result or
-    a sidecar belongs cannot hang a report, nor a link to /dev/zero fill its memory."""
-    fd = os.open(path, READ_FLAGS)
+def open_regular(path: Path | str, follow: bool = True) -> tuple[int, os.stat_result]:
+    """A descriptor and the stat of the regular file at `path` (a link followed unless
+    `follow` is false); anything else is an OSError saying so. Opened without blocking, so
+    a FIFO put where a result or a sidecar belongs cannot hang a report, nor a link to
+    /dev/zero fill its memory."""
+    fd = os.open(path, READ_FLAGS if follow else READ_FLAGS | os.O_NOFOLLOW)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -66,7 +66,6 @@ import logging
 import math
 import os
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -87,7 +86,7 @@ from .engine import (
     Mount,
 )
 from .errors import InfrastructureError
-from .fileio import HeadTail
+from .fileio import HeadTail, open_regular
 from .hashing import file_sha256
 from .model import Task
 from .results import EvalResult, eval_key
@@ -483,12 +482,10 @@ def _read_out(out: Path) -> tuple[bool, ContainerFile | None]:
 def _read_regular(path: Path, cap: int) -> bytes | None:
     """Up to `cap` bytes of a regular file, never through a symlink; None otherwise."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd, _ = open_regular(path, follow=False)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         chunks, left = [], cap
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))

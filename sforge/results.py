@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .fileio import atomic_write_json, read_json
+from .fileio import SURROGATES, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ MAX_NAME_CHARS = 1024  # a rejected path or a dict key
 HISTORY_DIR = "history"
 
 # Lone surrogates, C0 controls but tab, newline and CR, DEL and C1 controls (terminal escapes).
-_UNSAFE = re.compile("[\ud800-\udfff\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_UNSAFE = re.compile(f"[{SURROGATES}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def clean_text(text: str, limit: int | None = None) -> str:

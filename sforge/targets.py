@@ -440,25 +440,6 @@ def write_report_target(pipe: Pipeline, scores: Path | str, best: Path | str,
                                                 sum(p.stat().st_size for p in pages))
 
 
-def write_tables_target(pipe: Pipeline) -> int:
-    """scores, best, leaderboard and budgets in one pass over per-task parts, computing only
-    the tasks whose results or submissions changed. The same bytes as the scores → best →
-    leaderboard rules, and the same step logs. → how many tasks were computed again."""
-    from .scores.parts import TablePaths, write_tables
-
-    lay = pipe.layout
-    with job_log(lay.step_log("scores"), "scores.csv (tables by task)"), products_lock(pipe):
-        records = pipe.records()
-        made = write_tables(pipe.bench, records,
-                            TablePaths(lay.scores, lay.best, lay.leaderboard,
-                                       lay.leaderboard_md, lay.budgets), _budgets(pipe))
-        logging.getLogger("sforge.scores").info(
-            "%d submission(s), %d result file(s); %d task(s) computed, the others cached",
-            len(records), len({p for _, p in records}), made)
-    _table_step_logs(pipe)
-    return made
-
-
 def _budgets(pipe: Pipeline) -> list[float]:
     return [float(h) for h in pipe.config.get("budgets_hours", [])]
 

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ..errors import SforgeError
-from ..feedback import Feedback, compact_feedback
+from ..feedback import Feedback, compact_feedback, json_text
 from ..fileio import atomic_write_bytes, open_regular
 from ..fileio import loads_json as _loads
 from ..forking import fork_map
@@ -110,7 +110,7 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
 def _opt_text(value: Any) -> str | None:
     """A text field of a result as text (None when absent): what a foreign grader put there
     as a number, a list or an object is shown as its JSON."""
-    return value if value is None or isinstance(value, str) else json.dumps(value, default=str)
+    return None if value is None else json_text(value)
 
 
 # The types of an entry's fields, as _parse_result makes them (a cache entry of any other
