@@ -147,7 +147,7 @@ def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderH
     out = []
     for filename, entry in entries.items():
         name = split_archive_name(filename)
-        if name is None or not entry.is_file():
+        if name is None or not entry.is_file() or not _utf8_name(entry.path):
             continue
         path = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
         sidecar = f"{name}.json"
@@ -165,12 +165,26 @@ def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderH
     return out
 
 
+def _utf8_name(path: str) -> bool:
+    """Whether a submission's path can be named in the tables and pages (UTF-8); else a
+    warning naming it, and it is left out."""
+    if path.isascii():
+        return True
+    try:
+        path.encode()
+    except UnicodeEncodeError:
+        log.warning("sforge: warning: %r: not a UTF-8 name; left out of the submissions "
+                    "(rename it)", os.fsencode(path))
+        return False
+    return True
+
+
 def _task_folders(root: Path, tasks: set[str] | None = None) -> list[tuple[str, str, str]]:
     """(source, task, folder) of every <root>/<source>/<task>/ (a linked folder resolved),
     of the given tasks only when `tasks` is set."""
     out = []
     for source in os.scandir(root):
-        if source.name.startswith(".") or not source.is_dir():
+        if source.name.startswith(".") or not source.is_dir() or not _utf8_name(source.path):
             continue
         if tasks is not None:  # no listing of a source's every task folder
             for name in sorted(tasks):
@@ -181,7 +195,7 @@ def _task_folders(root: Path, tasks: set[str] | None = None) -> list[tuple[str, 
                     out.append((source.name, name, folder))
             continue
         for task in os.scandir(source.path):
-            if task.name.startswith(".") or not task.is_dir():
+            if task.name.startswith(".") or not task.is_dir() or not _utf8_name(task.path):
                 continue
             folder = os.path.realpath(task.path) if task.is_symlink() or source.is_symlink() \
                 else task.path

@@ -860,3 +860,27 @@ def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monk
     made = {name: (lay.root / name).read_text() for name in _TABLES}
     assert (made, _undated(all_pages(lay))) == \
         _from_scratch(tmp_path / "chain", bench_dir, results)
+
+
+def test_submissions_without_a_utf8_name_are_left_out_with_a_warning(tmp_path, monkeypatch,
+                                                                      caplog):
+    """A source folder or an archive whose name is not UTF-8 cannot be named in a table or
+    a page: it is left out, with a warning naming it (every report failed on it)."""
+    import os
+
+    from sforge import orchestrate
+    from sforge.scores import folders
+
+    monkeypatch.setattr(folders, "RACY_NS", -1)
+    bench_dir, results, _ = _graded_world(tmp_path)
+    subs = os.fsencode(bench_dir / "submissions")
+    os.makedirs(subs + b"/\xff/max_task")
+    shutil.copyfile(bench_dir / "submissions" / "alpha" / "max_task" / "s0.tar.gz",
+                    subs + b"/\xff/max_task/s0.tar.gz")
+    shutil.copyfile(bench_dir / "submissions" / "alpha" / "max_task" / "s1.tar.gz",
+                    subs + b"/alpha/max_task/r\xfe.tar.gz")
+    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    assert "submissions/\\xff'" in caplog.text and "r\\xfe.tar.gz'" in caplog.text
+    assert "not a UTF-8 name" in caplog.text
+    lay = _pipeline(bench_dir, results).layout
+    assert len(scores.read_scores(lay.scores)) == len(SAMPLE)

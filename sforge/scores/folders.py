@@ -86,7 +86,7 @@ def fingerprints(bench: Benchmark, judges: dict[str, ImageRef], roots: Iterable[
                           *(f"{name}={st}" for (name, _), st in zip(sources, stats[:-1],
                                                                      strict=True)),
                           f"evals={stats[-1]}"])
-        out[task_id] = hashlib.sha256(text.encode()).hexdigest()[:32]
+        out[task_id] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return out
 
 
