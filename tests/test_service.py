@@ -552,6 +552,34 @@ def test_sigterm_drains(bench, docker_client):
         assert handle.stop() == 0
 
 
+def test_a_judge_cut_by_the_drain_leaves_no_verdict(bench, docker_client):
+    """SIGTERM past the drain: the judge still running is stopped, and what its removed
+    container left (exit 137, no result.json) is no verdict: nothing is stored, and the
+    next start grades it (it was kept as an invalid result for good)."""
+    bench_dir, root, name, _ = bench
+    results = root / "results-cut"
+    config = root / "config-cut.yaml"
+    config.write_text("service:\n  max_upload_bytes: 200000\n  drain_s: 0.5\n")
+    handle = start_service(bench_dir, results, port=0, max_concurrent=1, config=config)
+    admin = handle.client()
+    _, token = admin.register_run("quick", "cut")
+    client = ServiceClient(handle.url, token)
+    sub = client.submit(tgz({"answer.txt": "3", "sleep.txt": "6"}))
+    while admin.metrics()["running"] < 1:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the judge container is up
+    assert handle.stop() == 0
+    assert not own_containers(docker_client, handle.process.pid)
+    assert not list((results / name / "evals" / "quick").glob("*.json"))
+    handle = start_service(bench_dir, results, port=0, max_concurrent=1, config=config)
+    try:
+        done = ServiceClient(handle.url, token).wait(sub["id"], timeout_s=120)
+        assert done["result"]["valid"] and done["result"]["score"] == 3.0, done
+        assert done["interrupted"] == 1
+    finally:
+        assert handle.stop() == 0
+
+
 def test_service_and_sforge_grade_judge_each_key_once(tmp_path, docker_client):
     """The service and `sforge grade` on one results directory at once: the per-key claim
     of the one grading function lets each key be judged by one of them only."""

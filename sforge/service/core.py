@@ -90,6 +90,9 @@ class Service:
             log.warning("stopped with %d judge(s) running: recorded as interrupted, "
                         "graded again at the next start", len(left))
             remove_own_judges()
+            # Their threads see their containers gone and leave (no verdict written)
+            # before the state closes.
+            self.scheduler.join_judges(30)
         self.state.close()
 
     # grading ------------------------------------------------------------------------
@@ -238,11 +241,12 @@ class Service:
 
 
 def remove_own_judges() -> None:
-    """Remove the judge containers this process started (a stop before they finished)."""
-    from ..owner import remove_own
-    from ..targets import engine
+    """Stop the judges this process runs (a stop before they finished): from now on none
+    writes a verdict (a judge whose container we removed exits 137, which is no verdict of
+    the grader: it was stored as an invalid result for good), then their containers go."""
+    from ..targets import stop_grading
 
     try:
-        remove_own(engine())
+        stop_grading()
     except Exception as exc:  # noqa: BLE001 - the next start sweeps them anyway
         log.warning("could not remove this service's judge containers: %s", exc)

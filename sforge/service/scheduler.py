@@ -75,6 +75,12 @@ class Scheduler:
             self.state.interrupt(sub_id)
         return left
 
+    def join_judges(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the judge threads still running to leave."""
+        deadline = time.monotonic() + timeout_s
+        for thread in list(self.threads.values()):
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+
     # figures ------------------------------------------------------------------------
     def mean_duration(self) -> float:
         recent = self.durations[-50:]
