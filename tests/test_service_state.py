@@ -120,3 +120,24 @@ def test_a_database_from_before_final_tokens_is_upgraded(tmp_path):
         assert run["run_id"] == "o" and not final and "final_hash" not in run
     finally:
         st.close()
+
+
+def test_a_transaction_that_cannot_begin_releases_the_state(tmp_path):
+    """Another program holding the database's write lock past the timeout fails that one
+    call; the state's lock is let go, so the service goes on once the other lets go (every
+    later call, from every thread, waited for ever)."""
+    import threading
+
+    st = State(tmp_path / "s.sqlite")
+    st.db.execute("PRAGMA busy_timeout=100")
+    other = sqlite3.connect(tmp_path / "s.sqlite", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        st.recover()
+    other.execute("ROLLBACK")
+    other.close()
+    done = threading.Event()
+    threading.Thread(target=lambda: (st.counts(), done.set()), daemon=True).start()
+    assert done.wait(5), "the state's lock was kept by the failed transaction"
+    assert st.recover() == 0
+    st.close()

@@ -331,7 +331,11 @@ class _Tx:
 
     def __enter__(self) -> sqlite3.Connection:
         self.state.lock.acquire()
-        self.state.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.state.db.execute("BEGIN IMMEDIATE")
+        except BaseException:  # e.g. the database locked by another program past the
+            self.state.lock.release()  # timeout: that call fails, the service goes on
+            raise
         return self.state.db
 
     def __exit__(self, exc_type, *_: object) -> None:
