@@ -204,10 +204,13 @@ def _task_folders(root: Path, tasks: set[str] | None = None) -> list[tuple[str, 
 
 
 def store_archive(store: Path, source: str, task: str, src: IO[bytes],
-                  submitted_at: str, meta: dict[str, Any] | None = None) -> Submission:
+                  submitted_at: str, meta: dict[str, Any] | None = None,
+                  created: list[Path] | None = None) -> Submission:
     """Copy an archive into the store under its sha256 (content-addressed), with a sidecar
     (submitted_at plus `meta`: elapsed_s, agent, model). The first submission's sidecar
-    stands: the tables keep one row per distinct archive per source."""
+    stands: the tables keep one row per distinct archive per source. `created` gets the
+    files that were not there before (a caller that then refuses the submission removes
+    them)."""
     import hashlib
     import os
 
@@ -230,11 +233,15 @@ def store_archive(store: Path, source: str, task: str, src: IO[bytes],
     sha = h.hexdigest()
     suffix = ".tar.gz" if head == b"\x1f\x8b" else ".tar"
     path = folder / f"{sha}{suffix}"
+    if created is not None and not path.exists():
+        created.append(path)
     tmp.replace(path)
     sidecar = path.with_name(f"{sha}.json")
     extra = {k: v for k, v in (meta or {}).items() if k in SIDECAR_FIELDS and v is not None}
     if not sidecar.exists():  # the first submission time stands
         atomic_write_json(sidecar, {"submitted_at": submitted_at, **extra})
+        if created is not None:
+            created.append(sidecar)
     return Submission(source=source, task=task, name=sha, path=path.resolve(), sha256=sha,
                       submitted_at=submitted_at, **{k: extra.get(k) for k in
                                                     ("elapsed_s", "agent", "model")})

@@ -141,3 +141,46 @@ def test_a_transaction_that_cannot_begin_releases_the_state(tmp_path):
     assert done.wait(5), "the state's lock was kept by the failed transaction"
     assert st.recover() == 0
     st.close()
+
+
+def test_a_submission_refused_at_accept_leaves_no_archive_behind(tmp_path, monkeypatch):
+    """The queue can fill between a submission's check and its accept (another run's
+    submission in between): the 503 must store nothing, or `sforge report` would count
+    the refused archive as one of the run's. An archive an accepted submission stored
+    before stays."""
+    import gzip
+    import io
+
+    from conftest import FIXTURES, copy_bench
+
+    from sforge.config import user_config
+    from sforge.pipeline import Pipeline
+    from sforge.service.core import Service
+
+    copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
+    pipe = Pipeline.from_config(user_config(None, {"benchmark": str(tmp_path / "bench"),
+                                                   "results": str(tmp_path / "results")}))
+    service = Service(pipe, max_pending=5)
+    run, _, _ = service.register("quick", "r1", None, None, None, None, None, None)
+    real = service.state.accept
+
+    def full(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise Busy(5)
+
+    def stored() -> list[str]:
+        return sorted(p.name for p in pipe.layout.store.rglob("*") if p.is_file())
+
+    archive = gzip.compress(b"not even a tar: stored all the same", mtime=0)
+    monkeypatch.setattr(service.state, "accept", full)
+    with pytest.raises(Busy):
+        service.submit(run, io.BytesIO(archive), False)
+    assert stored() == []
+    monkeypatch.setattr(service.state, "accept", real)
+    service.submit(run, io.BytesIO(archive), False)
+    kept = stored()
+    assert len(kept) == 2  # the archive and its sidecar
+    monkeypatch.setattr(service.state, "accept", full)
+    with pytest.raises(Busy):
+        service.submit(run, io.BytesIO(archive), False)
+    assert stored() == kept
+    service.state.close()

@@ -176,14 +176,21 @@ class Service:
         from .state import parse_iso
 
         elapsed = round(now - parse_iso(run["started_at"]), 3)
+        created: list[Path] = []
         sub = store_archive(self.pipe.layout.store, run["source"], task.id, upload,
                             now_iso(now), {"elapsed_s": elapsed, "agent": run["agent"],
-                                           "model": run["model"]})
-        target = self.target(task.id, sub.sha256, sub.path)
-        stored = self.stored(target, run["source"])
-        row = self.state.accept(run["run_id"], sha256=sub.sha256, archive=str(sub.path),
-                                key=target.key, cpus=float(task.judge.cpus), final=final,
-                                limits=self.limits, now=now, result=stored, size=size)
+                                           "model": run["model"]}, created)
+        try:
+            target = self.target(task.id, sub.sha256, sub.path)
+            stored = self.stored(target, run["source"])
+            row = self.state.accept(run["run_id"], sha256=sub.sha256, archive=str(sub.path),
+                                    key=target.key, cpus=float(task.judge.cpus), final=final,
+                                    limits=self.limits, now=now, result=stored, size=size)
+        except BaseException:
+            # Refused after all (the queue filled, the run ended since the check): what
+            # this call stored goes, or `sforge report` would count a refused archive.
+            self.state.remove_unless_submitted(str(sub.path), created)
+            raise
         if stored is None:
             self.scheduler.wake()
         return row

@@ -269,6 +269,18 @@ class State:
             sub_id = cur.lastrowid
         return self.submission(sub_id) or {}
 
+    def remove_unless_submitted(self, archive: str, files: list[Path]) -> None:
+        """Remove `files` (an archive stored for a submission then refused, and its sidecar)
+        unless a submission names that archive: checked and removed inside a transaction,
+        so no accept of the same archive commits in between."""
+        if not files:
+            return
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM submissions WHERE archive = ? LIMIT 1",
+                          (archive,)).fetchone() is None:
+                for path in files:
+                    path.unlink(missing_ok=True)
+
     def submission(self, sub_id: int) -> dict[str, Any] | None:
         row = self._one("SELECT * FROM submissions WHERE id = ?", sub_id)
         return _sub(row) if row else None
