@@ -184,3 +184,17 @@ def test_a_submission_refused_at_accept_leaves_no_archive_behind(tmp_path, monke
         service.submit(run, io.BytesIO(archive), False)
     assert stored() == kept
     service.state.close()
+
+
+@pytest.mark.parametrize("body", [{"cooldown_s": 1e400}, {"cooldown_s": float("nan")},
+                                  {"budget": 10**30}])
+def test_a_run_of_an_infinite_cooldown_or_an_endless_budget_is_refused(body):
+    """Refused as the request's error (422), where they passed and later failed as a 500:
+    round(inf) in a refusal's wait, an integer beyond SQLite's."""
+    from pydantic import ValidationError
+
+    from sforge.service.app import RunIn
+
+    with pytest.raises(ValidationError):
+        RunIn.model_validate({"task": "quick", **body})
+    assert RunIn.model_validate({"task": "quick", "cooldown_s": 5, "budget": 3}).budget == 3

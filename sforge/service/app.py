@@ -52,9 +52,10 @@ class RunIn(BaseModel):
                                description="name in the score tables (default run-<run_id>)")
     agent: str | None = None
     model: str | None = None
-    budget: int | None = Field(None, ge=0, description="submissions allowed "
+    budget: int | None = Field(None, ge=0, le=2**62, description="submissions allowed "
                                "(default: config.yaml service.budget; final not counted)")
-    cooldown_s: float | None = Field(None, ge=0, description="seconds between submissions "
+    cooldown_s: float | None = Field(None, ge=0, le=10**9, allow_inf_nan=False,
+                                     description="seconds between submissions "
                                      "(default: config.yaml service.cooldown_s)")
     started_at: str | None = Field(None, description="ISO 8601 start of the run: elapsed_s "
                                    "counts from here (default: now)")
