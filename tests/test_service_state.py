@@ -198,3 +198,20 @@ def test_a_run_of_an_infinite_cooldown_or_an_endless_budget_is_refused(body):
     with pytest.raises(ValidationError):
         RunIn.model_validate({"task": "quick", **body})
     assert RunIn.model_validate({"task": "quick", "cooldown_s": 5, "budget": 3}).budget == 3
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_state_database_is_a_clear_error(tmp_path, damage):
+    """A state database that cannot be read is refused with an error naming it and what to
+    do (it was a raw traceback), never taken for an empty one."""
+    from sforge.errors import SforgeError
+
+    path = tmp_path / "s.sqlite"
+    st = State(path)
+    add(st)
+    accept(st)
+    st.close()
+    data = path.read_bytes()
+    path.write_bytes(b"\x00garbage" * 512 if damage == "garbage" else data[:len(data) // 2])
+    with pytest.raises(SforgeError, match="state database is damaged.*Move it aside"):
+        State(path)

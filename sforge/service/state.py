@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import SforgeError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id      TEXT PRIMARY KEY,
@@ -122,6 +124,19 @@ class State:
         self.lock = threading.RLock()
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                   timeout=30)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:  # garbage, truncated, a damaged page
+            self.db.close()
+            raise SforgeError(
+                f"{path}: the service's state database is damaged ({exc}): its runs, "
+                "tokens and queue cannot be read. Move it aside to start with an empty "
+                "state (the runs' archives and results stay where they are).") from None
+
+    def _open(self) -> None:
+        found = self.db.execute("PRAGMA quick_check").fetchone()
+        if found is None or found[0] != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {found[0] if found else 'no answer'}")
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
