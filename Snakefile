@@ -4,7 +4,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version, validate
 
-from sforge.config import schema_path
+from sforge.core.config import schema_path
 
 min_version("9.0")
 

@@ -1,7 +1,7 @@
 """Time the score aggregation at scale: N eval results → scores.csv, best.csv, leaderboard.
 
 Generates a benchmark of --tasks tasks (all twelve rescale kinds, several categories) and N
-eval result JSONs (as sforge.results.EvalResult writes them) with Submission records from
+eval result JSONs (as sforge.grading.results.EvalResult writes them) with Submission records from
 several sources, then times write_scores / write_best / write_leaderboard:
 
   cold       no parse cache (every result file is parsed)
@@ -27,8 +27,8 @@ from pathlib import Path
 from common import KINDS, make_results, make_scoring_benchmark
 
 from sforge import scores
-from sforge.loader import load_benchmark
-from sforge.results import EvalResult
+from sforge.benchmark.loader import load_benchmark
+from sforge.grading.results import EvalResult
 
 
 def timed(label: str, fn, *args) -> tuple[float, float]:  # type: ignore[no-untyped-def]
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         result.write(path)
         edit = aggregate(bench, records, out, "after one result changed:")
         if args.report:
-            from sforge.report import write_report
+            from sforge.report.pages import write_report
 
             print("report:")
             timed("write_report", write_report, bench, out / "scores.csv", out / "best.csv",

@@ -91,9 +91,9 @@ def judge_tag(results: Path, name: str, task: str) -> str:
 
 
 def docker_run(bench: Path, task: str, image: str) -> list[str]:
-    """`docker run --rm` with the flags sforge's judge container gets (sforge.judge)."""
-    from sforge.judge import docker_run_args
-    from sforge.loader import load_benchmark
+    """`docker run --rm` with the flags sforge's judge container gets (sforge.grading.judge)."""
+    from sforge.benchmark.loader import load_benchmark
+    from sforge.grading.judge import docker_run_args
 
     spec = load_benchmark(bench).tasks[task]
     return ["docker", "run", "--rm", *docker_run_args(spec), image, "sh", "-c", spec.judge.cmd]
@@ -181,7 +181,7 @@ def report(tmp: Path, n: int, n_tasks: int) -> None:
     print(line, flush=True)
     cold, cold_cpu = timed_cpu(sforge(bench, results, "report"))
     figure(f"`sforge report`, {n} results, cold", cold, None, "≤ 10 s", cold <= 10, cold_cpu)
-    from sforge.results import EvalResult
+    from sforge.grading.results import EvalResult
 
     changed, unchanged = [], []
     for i in range(5):  # one result of another task each time, then again with no change

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from common import row
 
-from sforge.config import load_config
-from sforge.pipeline import Pipeline
+from sforge.core.config import load_config
+from sforge.plan.pipeline import Pipeline
 from sforge.service.client import ServiceClient
 from sforge.service.launch import start_service
 
@@ -49,8 +49,8 @@ def ms(values: list[float]) -> str:
 
 def direct_steps(pipe: Pipeline, n: int) -> list[float]:
     """Straight to a game server: the same container and stdio channel the service uses."""
+    from sforge.containers.docker import engine
     from sforge.service.games import GameServer
-    from sforge.targets import engine
 
     task = pipe.bench.tasks[TASK]
     server = GameServer(engine().client, pipe.refs[TASK]["judge"].tag, task,

@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from sforge import claims
-from sforge.archive import filter_submission
-from sforge.model import SubmissionRules
-from sforge.results import EvalResult
+from sforge.benchmark.model import SubmissionRules
+from sforge.grading import claims
+from sforge.grading.archive import filter_submission
+from sforge.grading.results import EvalResult
 
 
 def _bomb(path: Path, kind: bytes, size: int) -> Path:
@@ -80,8 +80,8 @@ def main() -> None:
               f"{len(stored.details) - 1} of 1000 details kept")
 
     try:
-        from sforge.owner import sweep_stale_containers
-        from sforge.targets import engine
+        from sforge.containers.docker import engine
+        from sforge.containers.owner import sweep_stale_containers
 
         eng = engine()
         sweep_stale_containers(eng)  # warm

@@ -34,10 +34,10 @@ from pathlib import Path
 from common import KINDS, make_results, make_scoring_benchmark
 
 from sforge import scores
-from sforge.layout import Layout
-from sforge.loader import load_benchmark
-from sforge.report import write_report
-from sforge.results import EvalResult
+from sforge.benchmark.layout import Layout
+from sforge.benchmark.loader import load_benchmark
+from sforge.grading.results import EvalResult
+from sforge.report.pages import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Records, once the load event has finished, how long the page took from navigation start.

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sforge.results import EvalResult  # noqa: E402
-from sforge.submissions import Submission  # noqa: E402
+from sforge.benchmark.submissions import Submission  # noqa: E402
+from sforge.grading.results import EvalResult  # noqa: E402
 
 SFORGE = [sys.executable, "-m", "sforge"]
 
@@ -172,8 +172,8 @@ def graded_archives(bench: Path, results: Path, n: int, n_tasks: int,
     seven) and, for each, the result file its eval key names, as if graded: what `sforge
     report` finds after a big grading run. The archives are hashed here, as grading them
     would have. → the result paths."""
-    from sforge.config import load_config
-    from sforge.pipeline import Pipeline
+    from sforge.core.config import load_config
+    from sforge.plan.pipeline import Pipeline
 
     g = random.Random(1)
     tasks = [f"task{i:04d}" for i in range(n_tasks)]

@@ -3,10 +3,10 @@
 # disk: stale sentinels are dropped before planning by the CLI, or by `sforge verify`.
 import sys
 
-from sforge import targets as T
-from sforge.config import load_config
-from sforge.pipeline import get_pipeline
-from sforge.planner import docker_builds
+from sforge.workflow import targets as T
+from sforge.core.config import load_config
+from sforge.plan.pipeline import get_pipeline
+from sforge.plan.planner import docker_builds
 
 P = get_pipeline(load_config(overrides=config, env={}))
 L = P.layout

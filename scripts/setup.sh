@@ -62,7 +62,7 @@ fi
 
 # 5. The in-container helper (sforge-submit + relay): one static Go binary, stdlib only
 command -v go >/dev/null || apt_install golang-go
-.venv/bin/python -c "from sforge.helper import helper_binary; helper_binary()"
+.venv/bin/python -c "from sforge.runs.helper import helper_binary; helper_binary()"
 
 # 6. Agent bundles (agents/<name>/agent.toml): the native claude-code and codex CLIs from npm,
 # musl's loader and bash-static from Debian, assembled once into ~/.cache/sforge (or

@@ -1,3 +1,3 @@
-from .cli import run
+from sforge.cli.main import run
 
 run()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sforge.errors import DefinitionError, SforgeError
+from sforge.core.errors import DefinitionError, SforgeError
 from sforge.runs.agents import MOUNT, available, load_agent
 from sforge.runs.bundle import bundle_digest, ensure_bundle
 

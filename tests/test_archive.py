@@ -1,4 +1,5 @@
-"""Unit tests of sforge.archive: hostile submission archives are filtered before any Docker call."""
+"""Unit tests of sforge.grading.archive: hostile submission archives are filtered before any
+Docker call."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from sforge import archive as archive_mod
-from sforge.archive import (
+from sforge.benchmark.model import SubmissionRules
+from sforge.core.errors import InfrastructureError
+from sforge.grading import archive as archive_mod
+from sforge.grading.archive import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_MEMBERS,
     ArchiveError,
@@ -20,8 +23,6 @@ from sforge.archive import (
     FilteredArchive,
     filter_submission,
 )
-from sforge.errors import InfrastructureError
-from sforge.model import SubmissionRules
 
 EVERYTHING = SubmissionRules()
 

@@ -1,6 +1,6 @@
-"""A local batch of evals (sforge.batch): packed under -j like the evaluate rule's resources,
-the next container prepared while a judge runs, no Snakemake, and Ctrl-C stopping the running
-judges without writing anything they did."""
+"""A local batch of evals (sforge.grading.batch): packed under -j like the evaluate rule's
+resources, the next container prepared while a judge runs, no Snakemake, and Ctrl-C stopping
+the running judges without writing anything they did."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from conftest import FIXTURES, copy_bench
 from test_grading import archive
 
-from sforge import targets
-from sforge.batch import grade_batch
-from sforge.config import load_config
-from sforge.errors import InfrastructureError
-from sforge.pipeline import Pipeline
+from sforge.core.config import load_config
+from sforge.core.errors import InfrastructureError
+from sforge.grading.batch import grade_batch
+from sforge.plan.pipeline import Pipeline
+from sforge.workflow import targets
 
 
 # -- packing (no Docker: the two halves of targets.grade replaced by recorders) ---------------

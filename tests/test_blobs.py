@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import sforge.blobs
-from sforge.blobs import BlobError, blob_urls, ensure_blob, fetch_blob
-from sforge.hashing import HashCache
-from sforge.loader import load_benchmark
+import sforge.benchmark.blobs
+from sforge.benchmark.blobs import BlobError, blob_urls, ensure_blob, fetch_blob
+from sforge.benchmark.hashing import HashCache
+from sforge.benchmark.loader import load_benchmark
 
 DATA = b"hidden test data\n" * 100
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -260,7 +260,7 @@ def test_present_blob_is_not_fetched(tmp_path, http_store, monkeypatch):
     target.parent.mkdir(parents=True)
     target.write_bytes(DATA)
     st = target.stat()
-    monkeypatch.setattr(sforge.blobs, "fetch_blob",
+    monkeypatch.setattr(sforge.benchmark.blobs, "fetch_blob",
                         lambda *a: pytest.fail("a present, correct blob was fetched"))
     assert ensure_blob(bench, task, blob, HashCache()) == target
     assert server.requests == []

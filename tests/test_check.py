@@ -171,7 +171,7 @@ def test_pinning(tmp_path: Path, line: str, pinned: bool):
      "target=/j true\n", [(1, "FROM", "busybox:1"), (2, "RUN --mount from=", "c.judge.t")]),
 ])
 def test_image_uses(text: str, refs: list) -> None:
-    from sforge.check.dockerfile import image_uses
+    from sforge.benchmark.dockerfile import image_uses
 
     assert [(u.line, u.how, u.ref) for u in image_uses(parse_dockerfile(text))] == refs
 
@@ -183,7 +183,7 @@ def test_image_uses(text: str, refs: list) -> None:
     ("myjudge.example/img:1", False),
 ])
 def test_judge_image_names(ref: str, judge: bool) -> None:
-    from sforge.check.dockerfile import JUDGE_IMAGE
+    from sforge.benchmark.dockerfile import JUDGE_IMAGE
 
     assert bool(JUDGE_IMAGE.match(ref)) is judge
 

@@ -1,4 +1,4 @@
-"""Per-key grading claims (sforge.claims): exclusive, released only by their holder, taken
+"""Per-key grading claims (sforge.grading.claims): exclusive, released only by their holder, taken
 over from dead owners and past deadlines, and, raced by several processes, each key made once."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from sforge import claims
+from sforge.grading import claims
 
 
 def test_exclusive_and_released_only_by_holder(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_exclusive_and_released_only_by_holder(tmp_path: Path) -> None:
 
 def test_dead_owner_taken_over(tmp_path: Path) -> None:
     path = tmp_path / "k.claim"
-    code = ("import sys; from sforge import claims; "
+    code = ("import sys; from sforge.grading import claims; "
             "assert claims.try_claim(sys.argv[1], 3600)")
     subprocess.run([sys.executable, "-c", code, str(path)], check=True)
     record = claims.read_claim(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 import sforge
 
 ROOT = Path(sforge.__file__).parent
-ENGINE = {ROOT / "engine.py", ROOT / "engine_http.py"}
+ENGINE = {ROOT / "containers" / "docker.py", ROOT / "containers" / "http.py"}
 
 
 def _docker_imports(path: Path) -> list[str]:
@@ -37,4 +37,4 @@ def test_the_check_sees_late_and_from_imports(tmp_path: Path) -> None:
     sample.write_text("import dockerfile_parse\nfrom .docker import x\n"
                       "def f():\n    import docker.errors\n    from docker.types import Mount\n")
     assert _docker_imports(sample) == ["x.py:4: docker.errors", "x.py:5: docker.types"]
-    assert _docker_imports(ROOT / "engine.py")  # the engine does import it
+    assert _docker_imports(ROOT / "containers" / "docker.py")  # the engine does import it

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sforge.build import judge_leaks
-from sforge.check.dockerfile import copy_args, parse_dockerfile
+from sforge.benchmark.dockerfile import copy_args, parse_dockerfile
+from sforge.build.image import judge_leaks
 
 
 @pytest.mark.parametrize("line", [

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sforge import engine_http
+from sforge.containers import http as engine_http
 
 
 def test_transport_follows_docker_host(tmp_path) -> None:
@@ -33,8 +33,8 @@ def test_default_ports_are_dockers() -> None:
 
 
 def test_bad_tls_settings_are_a_clear_error(tmp_path, monkeypatch) -> None:
-    from sforge.engine import DockerEngine
-    from sforge.errors import InfrastructureError
+    from sforge.containers.docker import DockerEngine
+    from sforge.core.errors import InfrastructureError
 
     monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")
     monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
@@ -57,7 +57,8 @@ def test_container_calls_import_no_docker_sdk(docker_client) -> None:
     """create, start, wait, read a file, remove: all without `import docker`."""
     code = """
 import sys
-from sforge.engine import ContainerSpec, DockerEngine
+from sforge.containers.docker import DockerEngine
+from sforge.containers.engine import ContainerSpec
 engine = DockerEngine()
 assert engine.image_id("busybox:1.36")
 cid = engine.create_container(ContainerSpec(

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sforge.blobs import ensure_blob
-from sforge.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
-from sforge.hashing import HashCache
-from sforge.loader import load_benchmark
-from sforge.submissions import store_archive
+from sforge.benchmark.blobs import ensure_blob
+from sforge.benchmark.hashing import HashCache
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.submissions import store_archive
+from sforge.core.fileio import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 
 @pytest.fixture(params=[0o022, 0o027, 0o077])
@@ -79,7 +79,7 @@ def test_fetched_blob_respects_umask(tmp_path, umask, monkeypatch):
 def test_head_tail_keeps_both_ends_and_says_what_was_cut(chunk):
     import io
 
-    from sforge.fileio import HeadTail
+    from sforge.core.fileio import HeadTail
 
     data = bytes(range(256)) * 40  # 10,240 bytes
     out = io.BytesIO()
@@ -95,7 +95,7 @@ def test_head_tail_keeps_both_ends_and_says_what_was_cut(chunk):
 def test_head_tail_short_output_is_whole():
     import io
 
-    from sforge.fileio import HeadTail
+    from sforge.core.fileio import HeadTail
 
     out = io.BytesIO()
     writer = HeadTail(out, head=1000, tail=500)
@@ -105,7 +105,7 @@ def test_head_tail_short_output_is_whole():
 
 
 def test_json_nested_too_deeply_is_a_value_error():
-    from sforge.fileio import loads_json
+    from sforge.core.fileio import loads_json
 
     assert loads_json(b'{"a": NaN}')["a"] != 0  # json's reading where orjson refuses
     with pytest.raises(ValueError, match="too deeply"):
@@ -117,10 +117,10 @@ def test_exclusive_makes_a_second_holder_wait_and_says_so(tmp_path):
     import sys
     import time
 
-    from sforge.fileio import exclusive
+    from sforge.core.fileio import exclusive
 
     lock = tmp_path / "sub" / "tables.lock"
-    code = ("import sys, pathlib; from sforge.fileio import exclusive\n"
+    code = ("import sys, pathlib; from sforge.core.fileio import exclusive\n"
             "with exclusive(pathlib.Path(sys.argv[1]), lambda: print('busy', flush=True)):\n"
             "    print('held', flush=True)\n")
     with exclusive(lock):
@@ -139,7 +139,7 @@ def test_exclusive_goes_on_unlocked_where_no_lock_can_be_had(tmp_path, monkeypat
     import errno
     import fcntl
 
-    from sforge.fileio import exclusive
+    from sforge.core.fileio import exclusive
 
     (tmp_path / "file").write_text("")
     ran = []

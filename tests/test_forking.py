@@ -1,4 +1,4 @@
-"""sforge.forking: work shared out to forked workers comes back in order, and a worker that
+"""sforge.core.forking: work shared out to forked workers comes back in order, and a worker that
 dies is an error, never a wait without end."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from sforge import forking
-from sforge.errors import SforgeError
+from sforge.core import forking
+from sforge.core.errors import SforgeError
 
 pytestmark = pytest.mark.skipif(forking.usable_cores() < 2, reason="needs two cores")
 
@@ -69,7 +69,7 @@ def test_submissions_listed_in_workers_are_the_serial_ones(tmp_path, monkeypatch
     listing reads no archive)."""
     import json
 
-    from sforge import hashing, submissions
+    from sforge.benchmark import hashing, submissions
 
     root = tmp_path / "submissions"
     for s in range(3):
@@ -113,7 +113,7 @@ def test_submissions_listed_in_workers_are_the_serial_ones(tmp_path, monkeypatch
 
 
 def test_an_archive_removed_while_listed_is_left_out(tmp_path, monkeypatch):
-    from sforge import hashing, submissions
+    from sforge.benchmark import hashing, submissions
 
     folder = tmp_path / "submissions" / "src" / "task"
     folder.mkdir(parents=True)

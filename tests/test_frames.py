@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 
 from sforge import scores
-from sforge.errors import SforgeError
-from sforge.layout import Layout
-from sforge.loader import load_benchmark
-from sforge.results import EvalResult
-from sforge.submissions import Submission
+from sforge.benchmark.layout import Layout
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.submissions import Submission
+from sforge.core.errors import SforgeError
+from sforge.grading.results import EvalResult
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
 

@@ -9,11 +9,11 @@ import json
 import pytest
 from conftest import REPO
 
-from sforge.config import games_settings, load_config
-from sforge.errors import SforgeError
-from sforge.games import game_preamble, is_game
-from sforge.hashing import HashCache
-from sforge.loader import load_benchmark
+from sforge.benchmark.games import game_preamble, is_game
+from sforge.benchmark.hashing import HashCache
+from sforge.benchmark.loader import load_benchmark
+from sforge.core.config import games_settings, load_config
+from sforge.core.errors import SforgeError
 from sforge.runs.prompt import build_prompt
 
 EDGEBENCH = REPO / "edgebench"

@@ -109,7 +109,7 @@ def test_sforge_run_plays_the_game_and_lands_in_the_tables(setup, tmp_path, dock
 def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
     """The player in the task's work image with no network reaches the game only through
     `sforge-game` and the service's socket; every step is in the transcript."""
-    from sforge.helper import helper_binary
+    from sforge.runs.helper import helper_binary
 
     root, config = setup
     cmd = [sys.executable, "-m", "sforge", "-b", str(EDGEBENCH), "--results",

@@ -13,13 +13,13 @@ import pytest
 from conftest import FIXTURES, REPO, copy_bench
 from test_grading import archive
 
-from sforge import results
-from sforge.config import user_config
-from sforge.grading import judged_task
-from sforge.loader import load_benchmark
-from sforge.pipeline import Pipeline
-from sforge.planner import plan_grading
-from sforge.results import eval_key
+from sforge.benchmark.loader import load_benchmark
+from sforge.core.config import user_config
+from sforge.grading import results
+from sforge.grading.contract import judged_task
+from sforge.grading.results import eval_key
+from sforge.plan.pipeline import Pipeline
+from sforge.plan.planner import plan_grading
 
 
 def test_contract_is_part_of_the_key(monkeypatch):
@@ -31,7 +31,7 @@ def test_contract_is_part_of_the_key(monkeypatch):
 def test_report_caches_follow_the_contract(monkeypatch):
     """A task's report fingerprint depends on what keys its results: after a contract bump
     `sforge report` must not serve tables made from results under the old contract."""
-    from sforge.images import ImageRef
+    from sforge.benchmark.images import ImageRef
     from sforge.scores.folders import task_definition
 
     bench = load_benchmark(FIXTURES / "minibench")
@@ -126,7 +126,7 @@ def test_grading_reads_the_archive_once_to_hash_and_once_to_filter(minibench, tm
                                                                     capsys):
     """Defect 7: `sforge eval` hashes the archive while storing it and reads the stored
     copy once, to filter it; the result carries the target's key and sha unpatched."""
-    from sforge.cli import main
+    from sforge.cli.main import main
 
     minibench.run("build", "--task", "gamma", check=True)
     sub = archive(tmp_path / "s.tar.gz", {"answer.txt": "4"})

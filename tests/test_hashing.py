@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import sforge.hashing
-from sforge.hashing import HashCache, digest, file_sha256, tree_entries
-from sforge.images import base_ref, context_blobs, task_refs
-from sforge.loader import load_benchmark
+import sforge.benchmark.hashing
+from sforge.benchmark.hashing import HashCache, digest, file_sha256, tree_entries
+from sforge.benchmark.images import base_ref, context_blobs, task_refs
+from sforge.benchmark.loader import load_benchmark
 
 BLOB_SHA = "ab" * 32
 OLD = time.time() - 3600  # an mtime well outside the cache's "racily clean" window
@@ -155,8 +155,9 @@ def test_blob_counts_by_declared_sha(tree, monkeypatch):
     absent = tree_hash(tree)
     # Present with its real bytes, or with any bytes at all: the same hash, and never read.
     reads: list[str] = []
-    real = sforge.hashing.file_sha256
-    monkeypatch.setattr(sforge.hashing, "file_sha256", lambda p: reads.append(str(p)) or real(p))
+    real = sforge.benchmark.hashing.file_sha256
+    monkeypatch.setattr(sforge.benchmark.hashing, "file_sha256",
+                        lambda p: reads.append(str(p)) or real(p))
     (tree / "blobs" / "data.tar.gz").write_bytes(b"the real data")
     assert tree_hash(tree) == absent
     (tree / "blobs" / "data.tar.gz").write_bytes(b"something else entirely")
@@ -227,13 +228,13 @@ def test_missing_root_is_empty(tmp_path):
 def reads(monkeypatch) -> list[str]:
     """Every file the hashing module reads."""
     seen: list[str] = []
-    real = sforge.hashing.file_sha256
+    real = sforge.benchmark.hashing.file_sha256
 
     def counting(path):
         seen.append(os.fspath(path))
         return real(path)
 
-    monkeypatch.setattr(sforge.hashing, "file_sha256", counting)
+    monkeypatch.setattr(sforge.benchmark.hashing, "file_sha256", counting)
     return seen
 
 
@@ -582,7 +583,7 @@ def test_folder_cache_saves_only_the_folders_asked_about_since_its_last_save(tmp
     """A listing saves after each folder: with 1,000 folders, saving every folder loaded so
     far each time was 500,000 saves; each folder's new hashes must still be kept."""
     monkeypatch.setattr(HashCache, "RACY_NS", -1)
-    cache = sforge.hashing.FolderHashCache(tmp_path / "cache")
+    cache = sforge.benchmark.hashing.FolderHashCache(tmp_path / "cache")
     files = []
     for i in range(4):
         (tmp_path / f"f{i}").mkdir()
@@ -606,6 +607,6 @@ def test_folder_cache_saves_only_the_folders_asked_about_since_its_last_save(tmp
     cache.sha256(files[0])
     cache.save()
     assert len(saved) == len(files) + 1
-    fresh = sforge.hashing.FolderHashCache(tmp_path / "cache")
-    monkeypatch.setattr(sforge.hashing, "file_sha256", lambda p: pytest.fail(f"{p} read"))
+    fresh = sforge.benchmark.hashing.FolderHashCache(tmp_path / "cache")
+    monkeypatch.setattr(sforge.benchmark.hashing, "file_sha256", lambda p: pytest.fail(f"{p} read"))
     assert [fresh.sha256(p) for p in files] == [cache.sha256(p) for p in files]

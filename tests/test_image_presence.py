@@ -3,7 +3,7 @@ one inspect per tag finds them."""
 
 from __future__ import annotations
 
-from sforge.engine import DockerEngine, _reference_pattern
+from sforge.containers.docker import DockerEngine, _reference_pattern
 
 
 def test_reference_patterns():

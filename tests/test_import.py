@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from conftest import remove_images
 
+from sforge.benchmark.loader import load_benchmark
 from sforge.importers import import_tasks
-from sforge.loader import load_benchmark
 
 FIXTURES = Path(__file__).parent / "import_fixtures"
 FITS = {"hello-world": "harbor", "hello-file": "terminal-bench", "shared-acl": "terminal-bench"}

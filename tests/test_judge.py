@@ -1,4 +1,4 @@
-"""Integration tests of sforge.judge against the real Docker daemon.
+"""Integration tests of sforge.grading.judge against the real Docker daemon.
 
 Judge images are built from tests/judge_fixtures/<behaviour>/ (a task directory each, FROM
 busybox:1.36, no pull) once per module and removed at the end.
@@ -27,17 +27,17 @@ import docker.errors
 import pytest
 
 import sforge
-from sforge import judge as judge_mod
-from sforge import owner
-from sforge.archive import ArchiveLimits
-from sforge.engine import DockerEngine
-from sforge.errors import InfrastructureError
-from sforge.judge import parse_result, prepare_judge, run_judge
-from sforge.loader import load_task
-from sforge.model import Task
-from sforge.owner import sweep_stale_containers
-from sforge.results import EvalResult, eval_key
-from sforge.units import parse_memory
+from sforge.benchmark.loader import load_task
+from sforge.benchmark.model import Task
+from sforge.containers import owner
+from sforge.containers.docker import DockerEngine
+from sforge.containers.owner import sweep_stale_containers
+from sforge.core.errors import InfrastructureError
+from sforge.core.units import parse_memory
+from sforge.grading import judge as judge_mod
+from sforge.grading.archive import ArchiveLimits
+from sforge.grading.judge import parse_result, prepare_judge, run_judge
+from sforge.grading.results import EvalResult, eval_key
 
 docker_test = pytest.mark.docker
 
@@ -634,7 +634,7 @@ def _metadata_archive(tmp_path: Path) -> Path:
 def _extract_with_gnu_tar(client, tag: str, task: Task, archive: Path) -> dict:
     """The other way to extract: the filtered tar handed over as one file and unpacked inside
     the container by GNU tar (as a bind-mounted or in-container extraction would)."""
-    from sforge.archive import filter_submission
+    from sforge.grading.archive import filter_submission
 
     with filter_submission(archive, task.submission, cwd=task.environment.cwd) as filtered:
         data = filtered.read_bytes()

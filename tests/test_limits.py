@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from sforge.archive import ArchiveLimits
-from sforge.config import defaults, load_config, schema
-from sforge.grading import archive_limits, container_limits
-from sforge.judge import ContainerLimits
+from sforge.core.config import defaults, load_config, schema
+from sforge.grading.archive import ArchiveLimits
+from sforge.grading.contract import archive_limits, container_limits
+from sforge.grading.judge import ContainerLimits
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = {"archive_limits": ArchiveLimits, "judge_limits": ContainerLimits}
@@ -58,9 +58,9 @@ def test_a_new_results_path_needs_no_new_schema_check(tmp_path: Path, monkeypatc
     jsonschema; a wrong type or any other change is still checked."""
     import sys
 
-    from sforge import validated
-    from sforge.config import validate
-    from sforge.errors import SforgeError
+    from sforge.core import validated
+    from sforge.core.config import validate
+    from sforge.core.errors import SforgeError
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     config = defaults()

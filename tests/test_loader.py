@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-import sforge.loader
-from sforge.errors import DefinitionError
-from sforge.hashing import HashCache
-from sforge.loader import load_benchmark
-from sforge.model import Blob, Environment, Judge, Score, SubmissionRules
+import sforge.benchmark.loader
+from sforge.benchmark.hashing import HashCache
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.model import Blob, Environment, Judge, Score, SubmissionRules
+from sforge.core.errors import DefinitionError
 
 FIXTURES = Path(__file__).parent / "loader_fixtures"
 VALID = FIXTURES / "valid"
@@ -227,13 +227,13 @@ def _old_copy(src: Path, dest: Path) -> Path:
 @pytest.fixture
 def toml_reads(monkeypatch) -> list[Path]:
     seen: list[Path] = []
-    real = sforge.loader._read_toml
+    real = sforge.benchmark.loader._read_toml
 
     def counting(path, task):
         seen.append(path)
         return real(path, task)
 
-    monkeypatch.setattr(sforge.loader, "_read_toml", counting)
+    monkeypatch.setattr(sforge.benchmark.loader, "_read_toml", counting)
     return seen
 
 
@@ -295,7 +295,7 @@ def test_keep_metadata_joins_the_eval_key_only_when_narrowed(tmp_path: Path) -> 
     it changes the key."""
     import dataclasses
 
-    task = sforge.loader.load_task(FIXTURES / "type_internet" / "tasks" / "ok", bases={})
+    task = sforge.benchmark.loader.load_task(FIXTURES / "type_internet" / "tasks" / "ok", bases={})
     assert "keep_metadata" not in task.judge_settings()
     narrowed = dataclasses.replace(task, submission=SubmissionRules(keep_metadata=("mode",)))
     assert narrowed.judge_settings()["keep_metadata"] == ["mode"]

@@ -17,7 +17,7 @@ import docker.errors
 import pytest
 from conftest import REPO, free_port
 
-from sforge import owner
+from sforge.containers import owner
 
 pytestmark = [pytest.mark.docker, pytest.mark.registry]
 

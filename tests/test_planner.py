@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, REPO, copy_bench
 
-from sforge import targets
-from sforge.cli import main
-from sforge.config import user_config
-from sforge.orchestrate import Execution, build_images, build_independent
-from sforge.pipeline import get_pipeline
+from sforge.cli.main import main
+from sforge.commands.orchestrate import Execution, build_images, build_independent
+from sforge.core.config import user_config
+from sforge.plan.pipeline import get_pipeline
+from sforge.workflow import targets
 
 
 def _summary(text: str) -> str:

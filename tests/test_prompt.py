@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sforge.model import Environment, Judge, Score, SubmissionRules, Task
+from sforge.benchmark.model import Environment, Judge, Score, SubmissionRules, Task
 from sforge.runs.prompt import build_prompt, submit_env
 
 

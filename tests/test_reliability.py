@@ -144,7 +144,7 @@ def test_json_errors_are_one_object_with_a_kind(minibench, tmp_path):
 def test_every_command_sweeps_orphaned_judges(minibench, docker_client):
     """A judge left by a killed sforge (dead owner) or past its deadline is removed by the
     next sforge command, even one with no grading to do."""
-    from sforge import owner
+    from sforge.containers import owner
 
     dead = subprocess.Popen(["true"])
     dead.wait()

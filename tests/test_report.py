@@ -21,13 +21,16 @@ from urllib.parse import unquote
 
 import pytest
 
-from sforge import forking, report, report_state, scores
-from sforge.forking import usable_cores
-from sforge.layout import Layout
-from sforge.loader import load_benchmark
-from sforge.model import Benchmark
-from sforge.results import EvalResult
-from sforge.submissions import Submission
+from sforge import scores
+from sforge.benchmark.layout import Layout
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.model import Benchmark
+from sforge.benchmark.submissions import Submission
+from sforge.core import forking
+from sforge.core.forking import usable_cores
+from sforge.grading.results import EvalResult
+from sforge.report import pages as report
+from sforge.report import state as report_state
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
 EVIL = '<script>alert("x")</script>&co'
@@ -203,7 +206,7 @@ def test_task_pages_take_feedback_from_the_result_cache(bench, tmp_path, monkeyp
 
 
 def test_remembered_detail_rows_keep_what_each_detail_says():
-    from sforge.feedback import Detail
+    from sforge.grading.feedback import Detail
 
     rows = [report._detail_row(Detail("t", "ok", s, "")) for s in (0.0, -0.0, 0.0, 1.0, 1.0)]
     assert [r.split("<td>")[1].split("<")[0] for r in rows] == ["0", "-0", "0", "1", "1"]
@@ -211,7 +214,7 @@ def test_remembered_detail_rows_keep_what_each_detail_says():
 
 
 def test_a_table_is_sortable_markup_with_every_cell_escaped():
-    from sforge.report import Cell, table_html
+    from sforge.report.pages import Cell, table_html
 
     rows = [[Cell(EVIL, "t<1>", title='a "q" & b', href="report/t%3C1%3E.html"),
              Cell("x&y", "-1", "background:#fbe3e3", color="#1f77b4"), Cell("3", "3")]]
@@ -233,7 +236,7 @@ def test_a_plot_samples_many_points_keeping_every_improvement():
     MAX_POINTS too, and the same rows give the same picture."""
     import pandas as pd
 
-    from sforge import plots
+    from sforge.report import plots
 
     n = plots.MAX_POINTS + 150
     scores = [float(i % 97) + (i // 97) * 0.01 for i in range(n)]
@@ -464,8 +467,8 @@ def test_pages_in_headless_chromium_at_400px(pages, tmp_path):
 
 # --------------------------------------------------------------------------- sforge report
 def _pipeline(bench_dir: Path, results: Path):  # type: ignore[no-untyped-def]
-    from sforge.config import user_config
-    from sforge.pipeline import Pipeline
+    from sforge.core.config import user_config
+    from sforge.plan.pipeline import Pipeline
 
     return Pipeline.from_config(user_config(None, {"benchmark": str(bench_dir),
                                                    "results": str(results)}))
@@ -478,7 +481,7 @@ def _graded_world(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     import io
     import tarfile
 
-    from sforge.fileio import atomic_write_text
+    from sforge.core.fileio import atomic_write_text
 
     bench_dir, results = tmp_path / "bench", tmp_path / "results"
     shutil.copytree(FIXTURE, bench_dir)
@@ -514,7 +517,7 @@ def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
     """A task whose folders changed too recently at the scan has no fingerprint; it is
     fingerprinted again just before its records are listed, so the report after it (nothing
     changed) lists, computes and renders nothing."""
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -547,7 +550,7 @@ def test_a_result_changed_before_a_late_fingerprint_is_read_again(tmp_path, monk
     """The tables take the results grading's check has just read, except for a task that is
     fingerprinted again later (too fresh at the scan): a result changed in between is read
     anew, not stored under a fingerprint that already shows the change."""
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -576,7 +579,7 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     """`sforge report` after one changed result computes and renders that task alone (the
     others are not even listed), and its tables and pages are those the one-table path
     makes from scratch."""
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)  # folders this fresh count as settled here
@@ -645,7 +648,7 @@ def test_two_reports_at_once_end_with_the_tables_of_the_results_on_disk(tmp_path
     gate = tmp_path / "gate"
     gate.mkdir()
     code = ("import sys, time, pathlib, sforge.scores.folders as f; f.RACY_NS = -1\n"
-            "from sforge import cli\n"
+            "from sforge.cli import main as cli\n"
             "from sforge.scores import parts\n"
             "gate = pathlib.Path(sys.argv[1])\n"
             "real = parts.atomic_write_text\n"
@@ -697,11 +700,11 @@ def test_a_report_with_nothing_changed_imports_no_pandas_and_writes_nothing(tmp_
     the same leaderboard printed; a leaderboard.csv written anew is printed anew."""
     import sys
 
-    from sforge.fileio import atomic_write_text
+    from sforge.core.fileio import atomic_write_text
 
     bench_dir, results, _ = _graded_world(tmp_path)
     code = ("import sys, sforge.scores.folders as f; f.RACY_NS = -1\n"
-            "from sforge import cli\n"
+            "from sforge.cli import main as cli\n"
             f"rc = cli.main(['-b', {str(bench_dir)!r}, '--results', {str(results)!r}, "
             "'report'])\n"
             "print('imported:', sorted(m for m in ('pandas', 'jinja2', 'numpy') "
@@ -741,11 +744,11 @@ def test_a_report_with_nothing_changed_imports_no_pandas_and_writes_nothing(tmp_
 
 @pytest.mark.skipif(usable_cores() < 2, reason="needs two cores for worker processes")
 def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkeypatch):
-    """Many pages to render are shared out to forked workers (sforge.forking): the pages
+    """Many pages to render are shared out to forked workers (sforge.core.forking): the pages
     are rendered there, not here, and are byte for byte those of a serial run."""
     import os
 
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -784,7 +787,7 @@ def test_a_result_with_a_lone_surrogate_from_another_tool_is_reported(tmp_path, 
     """JSON allows a lone surrogate escape ("\\ud800"); sforge's own results never hold one,
     but a result written by another tool may. It is U+FFFD in the tables and pages (it
     stopped every report: a surrogate cannot be written as UTF-8)."""
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -805,7 +808,7 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
     """A stored table part or a result-cache entry of another shape (a .cache edited by
     hand) is dropped, never taken for a table: the task is computed again from its result
     files (it was a KeyError or TypeError in every later report)."""
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
     from sforge.scores.cache import _cache_path
     from sforge.scores.store import _parts_path
@@ -835,8 +838,8 @@ def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monk
     anew (here `sforge clean`'s, before `sforge grade`) marks its task: when a result for
     its new bytes is there already nothing is graded, yet the next report must show the
     new archive (it stayed on the old archive and score for ever)."""
-    from sforge import orchestrate
-    from sforge.hashing import HashCache
+    from sforge.benchmark.hashing import HashCache
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -868,7 +871,7 @@ def test_submissions_without_a_utf8_name_are_left_out_with_a_warning(tmp_path, m
     a page: it is left out, with a warning naming it (every report failed on it)."""
     import os
 
-    from sforge import orchestrate
+    from sforge.commands import orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)

@@ -1,7 +1,7 @@
 """The twelve rescale kinds of docs/rescale.md, exact to 1e-9.
 
 Every expected value is written out by hand from the documented formula, never taken from
-sforge.rescaling, so a wrong formula in the implementation cannot also be the expectation.
+sforge.benchmark.rescaling, so a wrong formula in the implementation cannot also be the expectation.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sforge import rescale
-from sforge.loader import load_benchmark
-from sforge.rescaling import KINDS, RescaleError, validate
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.rescaling import KINDS, RescaleError, validate
 
 TOL = 1e-9
 
@@ -35,7 +35,7 @@ def test_rescale_is_a_documented_function():
     import inspect
     import pydoc
 
-    from sforge import rescale as fn  # the brief's import
+    from sforge import rescale as fn
 
     assert inspect.isfunction(fn)
     assert str(inspect.signature(fn)) == \
@@ -44,7 +44,7 @@ def test_rescale_is_a_documented_function():
     text = pydoc.render_doc(fn, renderer=pydoc.plaintext)
     for name, kind in KINDS.items():
         assert f"{name}({', '.join(kind.params)})" in text, name
-    import sforge.rescaling as mod  # the formulas' module keeps its own name
+    import sforge.benchmark.rescaling as mod
 
     assert mod.rescale is fn and mod.validate is validate
 

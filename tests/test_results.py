@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sforge import results
-from sforge.results import EvalResult, Rejected, load_result
+from sforge.grading import results
+from sforge.grading.results import EvalResult, Rejected, load_result
 
 
 def make(**fields: object) -> EvalResult:
@@ -91,7 +91,7 @@ def test_eval_keyer_makes_eval_keys_byte_for_byte():
     import hashlib
     import json
 
-    from sforge.results import GRADING_CONTRACT, eval_key, eval_keyer
+    from sforge.grading.results import GRADING_CONTRACT, eval_key, eval_keyer
 
     settings = {"cmd": 'sh "run"', "paths": ["."], "timeout_sec": 60, "cwd": "/wörk"}
     for tag, sha in [("b.judge.t:0123456789ab", "f" * 64), ("x", 'quote"d')]:

@@ -24,14 +24,14 @@ import pandas as pd
 import pytest
 
 from sforge import scores
-from sforge.errors import SforgeError
-from sforge.loader import load_benchmark
-from sforge.model import Benchmark
-from sforge.results import EvalResult
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.model import Benchmark
+from sforge.benchmark.submissions import Submission
+from sforge.core.errors import SforgeError
+from sforge.grading.results import EvalResult
 from sforge.scores import cache as score_cache
 from sforge.scores import tables as score_tables
 from sforge.scores.parts import TablePaths, write_tables
-from sforge.submissions import Submission
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scores_bench"
 TOL = 1e-9
@@ -649,9 +649,9 @@ def test_per_task_tables_redo_all_when_scores_csv_is_not_theirs(bench, world, tm
 
 def test_tables_of_many_tasks_made_in_worker_processes_are_those_of_one_pass(
         bench, world, tmp_path, monkeypatch):
-    """A cold report computes runs of tasks in forked workers (sforge.forking): the same
+    """A cold report computes runs of tasks in forked workers (sforge.core.forking): the same
     bytes in every table as one pass over all tasks, and the same rows handed on."""
-    from sforge import forking
+    from sforge.core import forking
     from sforge.scores import parts as score_parts
 
     if forking.usable_cores() < 2:
@@ -696,11 +696,11 @@ def test_reading_results_does_not_import_pandas():
 
 
 def test_result_directories_read_in_worker_processes_as_in_one(tmp_path, monkeypatch):
-    """Many result directories are read in forked workers (sforge.forking): the same fields
+    """Many result directories are read in forked workers (sforge.core.forking): the same fields
     in the same order, the same cache shards, unreadable files handed to on_unreadable in
     the caller, and a broken file without on_unreadable raised naming it."""
-    from sforge import forking
-    from sforge.forking import usable_cores
+    from sforge.core import forking
+    from sforge.core.forking import usable_cores
 
     if usable_cores() < 2:
         pytest.skip("needs two cores for worker processes")
@@ -798,7 +798,7 @@ def test_a_fifo_where_a_result_belongs_is_set_aside_by_the_eval_path(tmp_path):
     be graded again, where open() waited for a writer for ever."""
     import threading
 
-    from sforge.results import load_result
+    from sforge.grading.results import load_result
 
     path = tmp_path / "evals" / "t" / "k.json"
     path.parent.mkdir(parents=True)

@@ -300,7 +300,7 @@ def test_queue_full_503_and_client_retries(bench):
         assert int(raw.headers["retry-after"]) >= 1
         assert admin.metrics()["rejected"] >= 1
         # both clients wait per Retry-After and get in; the 503 spent no round
-        from sforge.helper import helper_binary
+        from sforge.runs.helper import helper_binary
 
         ws = root / "ws-cap"
         ws.mkdir(exist_ok=True)
@@ -402,7 +402,7 @@ def test_restart_without_a_task_answers_its_runs_clearly(tmp_path, docker_client
 def test_daemon_down_stays_queued_until_it_returns(bench, tmp_path):
     """The service reaches Docker through the helper's relay; with the relay down the
     submission stays queued (not invalid), and is graded once the relay is back."""
-    from sforge.helper import helper_binary
+    from sforge.runs.helper import helper_binary
 
     bench_dir, root, _, config = bench
     port = free_port()
@@ -432,7 +432,7 @@ def test_daemon_down_stays_queued_until_it_returns(bench, tmp_path):
 def test_sforge_submit_in_bare_containers_and_report(bench, tmp_path):
     """sforge-submit in busybox and the python base, --network none, the service reached
     over a bind-mounted Unix socket; the submissions then appear in `sforge report`."""
-    from sforge.helper import helper_binary
+    from sforge.runs.helper import helper_binary
 
     bench_dir, root, name, config = bench
     results = root / "results-submit"
@@ -488,7 +488,7 @@ def test_sforge_submit_in_bare_containers_and_report(bench, tmp_path):
 def test_sforge_submit_sends_metadata(bench, tmp_path):
     """Modes (setgid, setuid), numeric owners and user xattrs leave the work container with
     the submission (for some tasks they are the answer); the stored archive holds them."""
-    from sforge.helper import helper_binary
+    from sforge.runs.helper import helper_binary
 
     bench_dir, root, name, config = bench
     results = root / "results-meta"

@@ -153,8 +153,8 @@ def test_a_submission_refused_at_accept_leaves_no_archive_behind(tmp_path, monke
 
     from conftest import FIXTURES, copy_bench
 
-    from sforge.config import user_config
-    from sforge.pipeline import Pipeline
+    from sforge.core.config import user_config
+    from sforge.plan.pipeline import Pipeline
     from sforge.service.core import Service
 
     copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
@@ -204,7 +204,7 @@ def test_a_run_of_an_infinite_cooldown_or_an_endless_budget_is_refused(body):
 def test_a_damaged_state_database_is_a_clear_error(tmp_path, damage):
     """A state database that cannot be read is refused with an error naming it and what to
     do (it was a raw traceback), never taken for an empty one."""
-    from sforge.errors import SforgeError
+    from sforge.core.errors import SforgeError
 
     path = tmp_path / "s.sqlite"
     st = State(path)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sforge import claims, slurmjob
+from sforge.containers import slurmjob
+from sforge.grading import claims
 
 
 @pytest.fixture

@@ -13,8 +13,9 @@ import sys
 import pytest
 import yaml
 
-from sforge import cli, config, fileio
-from sforge.report import environment
+from sforge.cli import main as cli
+from sforge.core import config, fileio
+from sforge.report.pages import environment
 
 PLAIN = "a: 1\nb: [x, {c: 2.5}]\nd: null\n"
 

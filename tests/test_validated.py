@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from sforge import validated
-from sforge.config import load_config
-from sforge.errors import SforgeError
+from sforge.core import validated
+from sforge.core.config import load_config
+from sforge.core.errors import SforgeError
 
 
 def test_a_valid_config_is_remembered_and_a_bad_one_never(tmp_path, monkeypatch):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sforge.engine import DockerEngine
-from sforge.helper import helper_binary
+from sforge.containers.docker import DockerEngine
 from sforge.runs.container import WorkContainer, WorkSpec
+from sforge.runs.helper import helper_binary
 from sforge.runs.proxy import HostSockets
 
 pytestmark = pytest.mark.docker
@@ -121,7 +121,7 @@ def test_no_internet_reaches_only_the_service(docker_client, tmp_path, host_serv
 
 
 def test_container_removed_and_swept(docker_client, tmp_path):
-    from sforge.owner import sweep_stale_containers
+    from sforge.containers.owner import sweep_stale_containers
     from sforge.runs.container import HELPER_DIR, RUN_LABEL, SOCKET_DIR
 
     box = WorkContainer(DockerEngine(docker_client), WorkSpec(
@@ -177,7 +177,7 @@ def test_socket_folder_is_read_only_to_the_agent(docker_client, tmp_path):
 def test_a_fork_bomb_stays_in_its_container(docker_client, tmp_path):
     """The agent's processes are bounded (the host, the service and other runs share the
     kernel's process table); the default bound is the judge's."""
-    from sforge.judge import ContainerLimits
+    from sforge.grading.judge import ContainerLimits
 
     assert WorkSpec(image="x", cwd="/", env={}, helper=tmp_path,
                     socket_dir=tmp_path).pids_limit == ContainerLimits().pids

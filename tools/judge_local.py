@@ -15,15 +15,15 @@ import json
 import sys
 from pathlib import Path
 
-from sforge.config import user_config
-from sforge.engine import DockerEngine
-from sforge.errors import SforgeError
-from sforge.grading import archive_limits, container_limits, judged_task
-from sforge.hashing import HashCache, file_sha256
-from sforge.images import task_refs
-from sforge.loader import load_benchmark
-from sforge.rescaling import rescale
-from sforge.results import eval_key
+from sforge.benchmark.hashing import HashCache, file_sha256
+from sforge.benchmark.images import task_refs
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.rescaling import rescale
+from sforge.containers.docker import DockerEngine
+from sforge.core.config import user_config
+from sforge.core.errors import SforgeError
+from sforge.grading.contract import archive_limits, container_limits, judged_task
+from sforge.grading.results import eval_key
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         config = user_config(args.config, {})
         task = judged_task(task, args.timeout)
         sha = file_sha256(args.archive)
-        from sforge.judge import run_judge
+        from sforge.grading.judge import run_judge
 
         result = run_judge(engine, image, task, args.archive,
                            limits=archive_limits(config),

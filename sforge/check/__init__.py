@@ -10,10 +10,15 @@ Modules: findings, toml_positions (lines of TOML fields), dockerfile (the parser
 with the build), pinning, context and tasks (the rules; `check_benchmark`).
 """
 
-from .dockerfile import Instruction, parse_dockerfile, simple_commands, tokenize_shell
-from .findings import Finding, format_findings, has_errors
-from .tasks import _Context, check_benchmark, check_dockerfile
-from .toml_positions import toml_lines
+from sforge.benchmark.dockerfile import (
+    Instruction,
+    parse_dockerfile,
+    simple_commands,
+    tokenize_shell,
+)
+from sforge.check.findings import Finding, format_findings, has_errors
+from sforge.check.tasks import _Context, check_benchmark, check_dockerfile
+from sforge.check.toml_positions import toml_lines
 
 __all__ = ["Finding", "Instruction", "_Context", "check_benchmark", "check_dockerfile",
            "format_findings", "has_errors", "parse_dockerfile", "simple_commands",

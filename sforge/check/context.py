@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .dockerfile import Instruction, copy_args
-from .findings import Finding
+from sforge.benchmark.dockerfile import Instruction, copy_args
+from sforge.check.findings import Finding
 
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
 

@@ -13,16 +13,16 @@ import posixpath
 import re
 from pathlib import Path, PurePosixPath
 
-from ..model import Task
-from .dockerfile import (
+from sforge.benchmark.dockerfile import (
     _strip_prefix,
     copy_args,
     parse_dockerfile,
     simple_commands,
     tokenize_shell,
 )
-from .findings import Finding
-from .toml_positions import _locate
+from sforge.benchmark.model import Task
+from sforge.check.findings import Finding
+from sforge.check.toml_positions import _locate
 
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _PYTHON = re.compile(r"^python[0-9.]*$")

@@ -6,8 +6,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from .context import _Context, _context_files
-from .dockerfile import (
+from sforge.benchmark.dockerfile import (
     BASE_ARG,
     WORK_ARG,
     Instruction,
@@ -18,7 +17,8 @@ from .dockerfile import (
     simple_commands,
     tokenize_shell,
 )
-from .findings import Finding
+from sforge.check.context import _Context, _context_files
+from sforge.check.findings import Finding
 
 _APT_ARG_OPTS = {"-o", "--option", "-t", "--target-release", "--default-release", "-c",
                  "--config-file", "-a", "--host-architecture"}

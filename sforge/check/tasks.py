@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..errors import DefinitionError
-from ..loader import load_benchmark
-from .context import _check_copy, _Context, _has_glob, _is_dockerfile, _walk
-from .dockerfile import BASE_ARG, _declarations, judge_image_uses, parse_dockerfile
-from .findings import Finding
-from .judge_safety import judge_risks
-from .pinning import _check_from, _check_run
-from .toml_positions import _locate, toml_lines
+from sforge.benchmark.dockerfile import BASE_ARG, _declarations, judge_image_uses, parse_dockerfile
+from sforge.benchmark.loader import load_benchmark
+from sforge.check.context import _check_copy, _Context, _has_glob, _is_dockerfile, _walk
+from sforge.check.findings import Finding
+from sforge.check.judge_safety import judge_risks
+from sforge.check.pinning import _check_from, _check_run
+from sforge.check.toml_positions import _locate, toml_lines
+from sforge.core.errors import DefinitionError
 
 MAX_FILE_BYTES = 1 << 20          # no single file over 1 MiB in git
 MAX_TASK_BYTES = 5 << 20          # no task over 5 MiB in git

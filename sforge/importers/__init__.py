@@ -7,7 +7,7 @@ reference archive by running the task's own solution in its work image. Nothing 
 not fit is written: the report says why instead.
 """
 
-from .convert import ImportReport, import_tasks
+from sforge.importers.convert import ImportReport, import_tasks
 
 FORMATS = ("harbor", "terminal-bench")
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import tomli_w
 
-from ..errors import SforgeError
-from . import harbor, terminal_bench
-from .draft import (
+from sforge.core.errors import SforgeError
+from sforge.importers import harbor, terminal_bench
+from sforge.importers.draft import (
     Draft,
     analyse,
     dockerfile_from,
@@ -89,7 +89,7 @@ def ensure_benchmark(into: Path) -> None:
     if toml.is_file():
         return
     into.mkdir(parents=True, exist_ok=True)
-    from .draft import task_id_for
+    from sforge.importers.draft import task_id_for
 
     toml.write_text(tomli_w.dumps({"name": task_id_for(into.resolve().name)}))
     (into / "tasks").mkdir(exist_ok=True)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from ..errors import SforgeError
-from .draft import Draft, task_id_for
+from sforge.core.errors import SforgeError
+from sforge.importers.draft import Draft, task_id_for
 
 
 def is_task(path: Path) -> bool:

@@ -11,10 +11,10 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import InfrastructureError, SforgeError
+from sforge.core.errors import InfrastructureError, SforgeError
 
 if TYPE_CHECKING:
-    from ..engine import ContainerEngine
+    from sforge.containers.engine import ContainerEngine
 
 SOURCE = "reference"
 REFERENCE_TAR = "/tmp/sforge-reference.tar"
@@ -47,7 +47,7 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
                    timeout: float | None = None) -> Path:
     """Run solution/solve.sh of `task` (a loaded sforge Task) in a container of its work image
     and store cwd as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
-    from ..engine import ContainerSpec, EngineError, ExtractConflict
+    from sforge.containers.engine import ContainerSpec, EngineError, ExtractConflict
 
     solution = task.dir / "solution"
     if not (solution / "solve.sh").is_file():
@@ -99,8 +99,8 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
 def make_references(pipe, reports: list, ex) -> None:
     """For each written task with a solution: build its images (the conversion is only done
     when they build) and store its reference archive; problems land on the report."""
-    from ..orchestrate import build_images
-    from ..targets import engine
+    from sforge.commands.orchestrate import build_images
+    from sforge.containers.docker import engine
 
     todo = [r for r in reports if r.fits and r.task_id in pipe.bench.tasks]
     for err in pipe.bench.errors:

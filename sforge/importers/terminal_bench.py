@@ -7,8 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from ..errors import SforgeError
-from .draft import Draft, task_id_for
+from sforge.core.errors import SforgeError
+from sforge.importers.draft import Draft, task_id_for
 
 # What Terminal-Bench's own boilerplate compose file holds: one "client" service built from
 # the Dockerfile, with its log mounts and TEST_DIR. Anything more needs compose.

@@ -15,8 +15,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from ..config import REPO_ROOT
-from ..errors import DefinitionError, SforgeError
+from sforge.core.config import REPO_ROOT
+from sforge.core.errors import DefinitionError, SforgeError
 
 AGENTS_DIR = REPO_ROOT / "agents"
 MOUNT = "/opt/sforge/agent"  # where the bundle appears in the work container (read-only)

@@ -21,10 +21,10 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..errors import InfrastructureError, SforgeError
-from ..fileio import atomic_write_json, exclusive
-from ..hashing import TAG_HEX, file_sha256
-from .agents import Agent, BundleItem
+from sforge.benchmark.hashing import TAG_HEX, file_sha256
+from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.core.fileio import atomic_write_json, exclusive
+from sforge.runs.agents import Agent, BundleItem
 
 MANIFEST = "bundle.json"
 

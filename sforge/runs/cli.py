@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import SforgeError
-from ..fileio import atomic_write_json, read_json
-from . import COMMANDS
-from .spec import RunSpec, spec_path
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_json, read_json
+from sforge.runs import COMMANDS
+from sforge.runs.spec import RunSpec, spec_path
 
 RUN_HELP = """\
 Run an agent on tasks: one Snakemake target per (run, task, repeat),
@@ -69,11 +69,11 @@ def _save_spec(root: Path, spec: RunSpec) -> RunSpec:
 
 
 def cmd_run(args) -> int:
-    from ..cli import _config, _pipeline
-    from .agents import load_agent
-    from .runner import install_signal_handlers
-    from .service import started_service
-    from .targets import run_targets
+    from sforge.cli.main import _config, _pipeline
+    from sforge.runs.agents import load_agent
+    from sforge.runs.runner import install_signal_handlers
+    from sforge.runs.service import started_service
+    from sforge.runs.targets import run_targets
 
     config = _config(args)
     if not args.task:
@@ -112,8 +112,8 @@ def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
     """Snakemake in a worker thread: the main thread keeps sforge's SIGINT/SIGTERM handlers
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
-    from ..cli import _execution
-    from ..orchestrate import run_workflow
+    from sforge.cli.main import _execution
+    from sforge.commands.orchestrate import run_workflow
 
     config = dict(config, run=spec.as_config())
     pipe.config["run"] = spec.as_config()
@@ -187,8 +187,8 @@ def _print_runs(pipe, run_id: str | None, args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from ..cli import _config, _pipeline
-    from .spec import check_run_id
+    from sforge.cli.main import _config, _pipeline
+    from sforge.runs.spec import check_run_id
 
     for given in (args.cancel, args.run):
         if given is not None:
@@ -214,8 +214,8 @@ def _cancel(pipe, run_id: str) -> int:
 
 # sforge agents ---------------------------------------------------------------------------
 def cmd_agents(args) -> int:
-    from .agents import available, load_agent
-    from .bundle import bundle_digest, bundle_dir, ensure_bundle
+    from sforge.runs.agents import available, load_agent
+    from sforge.runs.bundle import bundle_digest, bundle_dir, ensure_bundle
 
     for name in args.prepare or []:
         path = ensure_bundle(load_agent(name))

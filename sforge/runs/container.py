@@ -26,11 +26,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from ..engine import ContainerEngine, ContainerSpec, EngineError, ImageMissing, Mount
-from ..errors import InfrastructureError
-from ..judge import ContainerLimits
-from ..owner import labels as owner_labels
-from ..units import parse_memory
+from sforge.containers.engine import (
+    ContainerEngine,
+    ContainerSpec,
+    EngineError,
+    ImageMissing,
+    Mount,
+)
+from sforge.containers.owner import labels as owner_labels
+from sforge.core.errors import InfrastructureError
+from sforge.core.units import parse_memory
+from sforge.grading.judge import ContainerLimits
 
 RUN_LABEL = "sforge.run"
 RUN_ID_LABEL = "sforge.run.id"    # the run's id at the judge service

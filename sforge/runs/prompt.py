@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ..games import game_preamble, is_game
-from ..model import Task
+from sforge.benchmark.games import game_preamble, is_game
+from sforge.benchmark.model import Task
 
 PREAMBLE = """\
 # How this run works
@@ -49,11 +49,11 @@ def _duration(seconds: float) -> str:
 def build_prompt(task: Task, instruction: str, timeout_s: float, deadline_iso: str,
                  budget: int | None = None, cooldown_s: float | None = None,
                  games: dict | None = None) -> str:
-    """`games`: the service's games settings (sforge.config.games_settings), for the
+    """`games`: the service's games settings (sforge.core.config.games_settings), for the
     preamble of a game task, which is played with sforge-game instead of submitted."""
     net = " with internet access" if task.environment.internet else " with no internet"
     if is_game(task):
-        from ..config import games_settings
+        from sforge.core.config import games_settings
 
         text = GAME_PREAMBLE.format(
             cwd=task.environment.cwd, minutes=_duration(timeout_s), deadline=deadline_iso,

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
-from ..errors import SforgeError
+from sforge.core.errors import SforgeError
 
 TRANSCRIPT_MAX_BYTES = 1 << 30
 

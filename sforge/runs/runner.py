@@ -26,15 +26,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..config import games_settings
-from ..errors import SforgeError
-from ..fileio import HeadTail, atomic_write_json
-from ..games import is_game
-from ..grading import container_limits
-from ..owner import sweep_stale_containers
-from .agents import MOUNT, Agent, load_agent
-from .bundle import ensure_bundle
-from .container import (
+from sforge.benchmark.games import is_game
+from sforge.containers.owner import sweep_stale_containers
+from sforge.core.config import games_settings
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import HeadTail, atomic_write_json
+from sforge.grading.contract import container_limits
+from sforge.runs.agents import MOUNT, Agent, load_agent
+from sforge.runs.bundle import ensure_bundle
+from sforge.runs.container import (
     MODEL_PORT,
     RUN_DIR_LABEL,
     RUN_ID_LABEL,
@@ -43,9 +43,9 @@ from .container import (
     WorkContainer,
     WorkSpec,
 )
-from .prompt import build_prompt, submit_env
-from .proxy import HostSockets, ModelRoute
-from .spec import RunSpec, run_dir
+from sforge.runs.prompt import build_prompt, submit_env
+from sforge.runs.proxy import HostSockets, ModelRoute
+from sforge.runs.spec import RunSpec, run_dir
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
@@ -178,8 +178,8 @@ class _Run:
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
-        from ..build import ensure_local
-        from ..targets import engine
+        from sforge.build.image import ensure_local
+        from sforge.containers.docker import engine
 
         eng = engine()
         work = self.pipe.refs[task.id]["work"]
@@ -208,8 +208,8 @@ class _Run:
 
     def _attempt(self, record, bundle, eng, started, deadline, log_path, transcript,
                  route) -> dict[str, Any]:
-        from ..service.client import ServiceClient
-        from .service import run_service
+        from sforge.runs.service import run_service
+        from sforge.service.client import ServiceClient
 
         spec, task, attempt = self.spec, self.task, record["attempt"]
         sockets = Path(tempfile.mkdtemp(prefix="sforge-run-"))
@@ -320,7 +320,7 @@ class _Run:
         run's last submission."""
         import re
 
-        from ..service.client import ServiceError
+        from sforge.service.client import ServiceError
 
         try:
             box.restart()
@@ -378,7 +378,7 @@ def _brief_session(sess: dict[str, Any]) -> dict[str, Any]:
 
 
 def _helper() -> Path:
-    from ..helper import helper_binary
+    from sforge.runs.helper import helper_binary
 
     return Path(helper_binary())
 

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import SforgeError
-from ..model import Task
-from ..units import memory_mb
+from sforge.benchmark.model import Task
+from sforge.core.errors import SforgeError
+from sforge.core.units import memory_mb
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_TIMEOUT_S = 3600.0

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import SforgeError
-from ..fileio import read_json
-from .agents import load_agent
-from .spec import RunSpec, run_record, spec_path
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import read_json
+from sforge.runs.agents import load_agent
+from sforge.runs.spec import RunSpec, run_record, spec_path
 
 
 def run_spec(pipe, run_id: str) -> RunSpec:
@@ -29,7 +29,7 @@ def _script(spec: RunSpec) -> Path | None:
 
 
 def bundle_sentinel(pipe, run_id: str) -> str:
-    from .bundle import bundle_digest
+    from sforge.runs.bundle import bundle_digest
 
     spec = run_spec(pipe, run_id)
     agent = load_agent(spec.agent)
@@ -48,14 +48,14 @@ def make_bundle_target(pipe, agent_name: str, digest: str, output: str,
                        log: str | None = None) -> None:
     """Prepare the bundle whose sources hash to `digest` (for the script agent: the script
     of a run that asks for it); `log`: the rule's log file."""
-    from ..targets import job_log
+    from sforge.workflow.targets import job_log
 
     with job_log(log, f"agent bundle {agent_name} {digest}"):
         _make_bundle(pipe, agent_name, digest, output)
 
 
 def _make_bundle(pipe, agent_name: str, digest: str, output: str) -> None:
-    from .bundle import bundle_digest, write_bundle_sentinel
+    from sforge.runs.bundle import bundle_digest, write_bundle_sentinel
 
     agent = load_agent(agent_name)
     scripts = [_script(s) for s in _known_specs(pipe) if s.agent == agent_name] \
@@ -86,7 +86,7 @@ def run_targets(pipe, spec: RunSpec) -> list[Path]:
 
 
 def make_run_target(pipe, run_id: str, task_id: str, repeat: int) -> dict[str, Any]:
-    from .runner import run_target
+    from sforge.runs.runner import run_target
 
     return run_target(pipe, run_spec(pipe, run_id), task_id, repeat)
 

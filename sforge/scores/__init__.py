@@ -37,15 +37,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on first use
-    from .cache import read_results
-    from .leaderboard import (
+    from sforge.scores.cache import read_results
+    from sforge.scores.leaderboard import (
         DEFAULT_BUDGETS_H,
         budget_rows,
         category_columns,
         leaderboard_rows,
         write_leaderboard,
     )
-    from .ranking import (
+    from sforge.scores.ranking import (
         best_rows,
         newest_first,
         not_valid_rows,
@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         write_best,
         write_scores,
     )
-    from .tables import (
+    from sforge.scores.tables import (
         BEST_COLUMNS,
         BUDGETS_COLUMNS,
         LEADERBOARD_HEAD,
@@ -68,7 +68,7 @@ if TYPE_CHECKING:  # the names, for type checkers; at run time each loads on fir
         read_scores,
         read_table,
     )
-    from .terminal import leaderboard_text
+    from sforge.scores.terminal import leaderboard_text
 
 # name → its module: `from sforge.scores.cache import ...` (what grading reads) must not
 # import pandas, which the table modules need (~0.7 s on this machine)

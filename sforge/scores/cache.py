@@ -20,19 +20,19 @@ from typing import Any
 
 import orjson
 
-from ..errors import SforgeError
-from ..feedback import Feedback, compact_feedback, json_text
-from ..fileio import atomic_write_bytes, open_regular
-from ..fileio import loads_json as _loads
-from ..forking import fork_map
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_bytes, open_regular
+from sforge.core.fileio import loads_json as _loads
+from sforge.core.forking import fork_map
+from sforge.grading.feedback import Feedback, compact_feedback, json_text
 
 log = logging.getLogger(__name__)
 
-# Fields taken from each eval result JSON (sforge.results.EvalResult).
+# Fields taken from each eval result JSON (sforge.grading.results.EvalResult).
 _RESULT_FIELDS = ("task", "submission", "key", "valid", "score", "summary", "reason",
                   "duration_s", "finished_at", "judge_image")
 _CACHE_VERSION = "3"  # 3: each entry ends with the result's feedback (compact_feedback)
-# Result directories a worker process must have to be worth its start (sforge.forking): a
+# Result directories a worker process must have to be worth its start (sforge.core.forking): a
 # cold read of 100,000 results over 200 directories parses on every core.
 DIRS_PER_PROCESS = 25
 # Positions of the float fields in a cache entry ([signature, *fields]).

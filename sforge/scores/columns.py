@@ -63,5 +63,5 @@ BUDGETS_COLUMNS: dict[str, str] = {
 }
 
 NEWEST_INVALID = 100  # invalid rows per task kept for the report's index (it lists the newest)
-# What the index shows of an invalid row (sforge.report).
+# What the index shows of an invalid row (sforge.report.pages).
 INVALID_FIELDS = ("task", "source", "name", "key", "reason", "summary", "graded_at")

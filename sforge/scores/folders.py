@@ -7,7 +7,7 @@ evals/<task>/ for its results. Adding, removing or renaming a file changes its f
 mtime and ctime, and sforge only ever writes results (and its own archive store) by an
 atomic rename, so a regraded, set-aside or new result, and a new, removed or replaced
 archive, all change a folder. A task's fingerprint is those folder stats plus everything of
-the task its tables and page show (what keys its results, as sforge.results.key_head says:
+the task its tables and page show (what keys its results, as sforge.grading.results.key_head says:
 the grading contract, judge tag and settings; scoring settings; name, version, metadata).
 Its tables and page are taken again from the cache while the fingerprint holds.
 
@@ -30,9 +30,9 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..images import ImageRef
-from ..model import Benchmark, Task
-from ..results import key_head
+from sforge.benchmark.images import ImageRef
+from sforge.benchmark.model import Benchmark, Task
+from sforge.grading.results import key_head
 
 RACY_NS = 2_000_000_000  # as HashCache: a folder this fresh is not trusted to stay put
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..bulk import no_gc
-from ..errors import SforgeError
-from ..fileio import atomic_write_text
-from ..model import Benchmark
-from .ranking import _best_of, _ranked
-from .tables import (
+from sforge.benchmark.model import Benchmark
+from sforge.core.bulk import no_gc
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_text
+from sforge.scores.ranking import _best_of, _ranked
+from sforge.scores.tables import (
     BUDGETS_COLUMNS,
     LEADERBOARD_HEAD,
     LEADERBOARD_TAIL,

@@ -42,17 +42,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..bulk import no_gc
-from ..errors import SforgeError
-from ..fileio import atomic_write_text, copy_range, create_temp, utf8
-from ..forking import fork_map, usable_cores
-from ..model import Benchmark
-from ..submissions import RecordRow, Submission, record_rows
-from .cache import _cache_path, _missing, _sig, prune_shards
-from .columns import INVALID_FIELDS, NEWEST_INVALID
-from .leaderboard import _best_of, _check_budgets, _markdown, _means, _ranked, board_frame
-from .ranking import best_rows, not_valid_rows, score_rows
-from .store import (
+from sforge.benchmark.model import Benchmark
+from sforge.benchmark.submissions import RecordRow, Submission, record_rows
+from sforge.core.bulk import no_gc
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_text, copy_range, create_temp, utf8
+from sforge.core.forking import fork_map, usable_cores
+from sforge.scores.cache import _cache_path, _missing, _sig, prune_shards
+from sforge.scores.columns import INVALID_FIELDS, NEWEST_INVALID
+from sforge.scores.leaderboard import (
+    _best_of,
+    _check_budgets,
+    _markdown,
+    _means,
+    _ranked,
+    board_frame,
+)
+from sforge.scores.ranking import best_rows, not_valid_rows, score_rows
+from sforge.scores.store import (
     _PARTS_VERSION,
     TablePaths,
     _fresh,
@@ -60,7 +67,7 @@ from .store import (
     _save_store,
     kept_fingerprints,
 )
-from .tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_lines
+from sforge.scores.tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_lines
 
 log = logging.getLogger(__name__)
 
@@ -370,7 +377,7 @@ def _write(bench: Benchmark, update: PartsUpdate, out: TablePaths,
 
 
 def _csv(frame: pd.DataFrame, columns: dict[str, str] | None) -> str:
-    from .tables import csv_text
+    from sforge.scores.tables import csv_text
 
     return csv_text(frame if len(frame) or columns is None else _empty(columns))
 

@@ -12,13 +12,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..bulk import no_gc
-from ..errors import SforgeError
-from ..model import Benchmark
-from ..rescaling import KINDS, validate
-from ..submissions import RecordRow, Submission, record_rows
-from .cache import _RESULT_FIELDS, _cache_path, read_results
-from .tables import (
+from sforge.benchmark.model import Benchmark
+from sforge.benchmark.rescaling import KINDS, validate
+from sforge.benchmark.submissions import RecordRow, Submission, record_rows
+from sforge.core.bulk import no_gc
+from sforge.core.errors import SforgeError
+from sforge.scores.cache import _RESULT_FIELDS, _cache_path, read_results
+from sforge.scores.tables import (
     BEST_COLUMNS,
     RANKING_COLUMNS,
     SCORES_COLUMNS,

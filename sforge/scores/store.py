@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..fileio import atomic_write_bytes
-from .cache import _dumps, _loads, _sig
-from .columns import BEST_COLUMNS, INVALID_FIELDS
+from sforge.core.fileio import atomic_write_bytes
+from sforge.scores.cache import _dumps, _loads, _sig
+from sforge.scores.columns import BEST_COLUMNS, INVALID_FIELDS
 
 log = logging.getLogger("sforge.scores.parts")
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import SforgeError
-from ..fileio import atomic_write_bytes, atomic_write_text
-from .cache import _dumps, _loads, _sig
-from .columns import (  # noqa: F401 - the tables' schemas, named here too
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_bytes, atomic_write_text
+from sforge.scores.cache import _dumps, _loads, _sig
+from sforge.scores.columns import (
     BEST_COLUMNS,
     BUDGETS_COLUMNS,
     LEADERBOARD_HEAD,

@@ -9,9 +9,9 @@ import logging
 import os
 from pathlib import Path
 
-from .. import __version__
-from ..fileio import atomic_write_bytes
-from .cache import _dumps, _loads, _sig
+from sforge import __version__
+from sforge.core.fileio import atomic_write_bytes
+from sforge.scores.cache import _dumps, _loads, _sig
 
 log = logging.getLogger(__name__)
 _VERSION = "1"
@@ -37,7 +37,7 @@ def leaderboard_text(leaderboard_csv: Path) -> str:
                 return data["text"]
         except (OSError, ValueError):
             pass
-    from .leaderboard import board_text
+    from sforge.scores.leaderboard import board_text
 
     text = board_text(leaderboard_csv)
     if sig is not None:

@@ -21,11 +21,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from .. import __version__
-from ..games import is_game
-from . import auth
-from .core import Service
-from .state import Busy, Conflict, Refused
+from sforge import __version__
+from sforge.benchmark.games import is_game
+from sforge.service import auth
+from sforge.service.core import Service
+from sforge.service.state import Busy, Conflict, Refused
 
 MAX_WAIT_S = 60.0
 
@@ -62,7 +62,7 @@ class RunIn(BaseModel):
 
 
 def create_app(service: Service) -> FastAPI:
-    from .games import GameSessions
+    from sforge.service.games import GameSessions
 
     games = GameSessions(service)
 
@@ -177,7 +177,7 @@ def create_app(service: Service) -> FastAPI:
             raise ApiError(404, f"unknown task {body.task!r} in benchmark "
                                 f"{service.pipe.bench.name}")
         if body.started_at is not None:
-            from .state import parse_iso
+            from sforge.service.state import parse_iso
 
             try:
                 parse_iso(body.started_at)
@@ -334,7 +334,7 @@ def create_app(service: Service) -> FastAPI:
             sub = service.state.submission(sub_id) or sub
         return public(sub)
 
-    from .game_routes import add_game_routes
+    from sforge.service.game_routes import add_game_routes
 
     add_game_routes(app, games, Who, ApiError)
     return app
@@ -346,7 +346,7 @@ async def read_form(request: Request, cap: int):
     from starlette.datastructures import FormData
     from starlette.formparsers import MultiPartException, MultiPartParser
 
-    from .bodies import capped
+    from sforge.service.bodies import capped
 
     ctype = request.headers.get("content-type", "")
     if not ctype.startswith("multipart/form-data"):

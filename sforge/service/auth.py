@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..errors import SforgeError
+from sforge.core.errors import SforgeError
 
 ADMIN_ENV = "SFORGE_ADMIN_TOKEN"
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import SforgeError
+from sforge.core.errors import SforgeError
 
 
 class ServiceError(SforgeError):

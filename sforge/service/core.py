@@ -1,5 +1,5 @@
 """What the endpoints stand on: the loaded benchmark, the state database, the scheduler,
-and the glue to the one grading function (sforge.targets.grade) and the eval store."""
+and the glue to the one grading function (sforge.workflow.targets.grade) and the eval store."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import uuid
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..config import service_settings
-from ..errors import SforgeError
-from ..pipeline import EvalTarget, Pipeline
-from . import auth
-from .scheduler import Scheduler, Ungradable
-from .state import Conflict, Limits, State, now_iso
+from sforge.core.config import service_settings
+from sforge.core.errors import SforgeError
+from sforge.plan.pipeline import EvalTarget, Pipeline
+from sforge.service import auth
+from sforge.service.scheduler import Scheduler, Ungradable
+from sforge.service.state import Conflict, Limits, State, now_iso
 
 log = logging.getLogger("sforge.service")
 SWEEP_EVERY_S = 60.0
@@ -69,8 +69,8 @@ class Service:
     def sweep(self) -> None:
         """Remove judge containers whose owner process is gone (a crashed service's, a
         killed `sforge eval`'s): at start, then every SWEEP_EVERY_S while serving."""
-        from ..owner import sweep_stale_containers
-        from ..targets import engine
+        from sforge.containers.docker import engine
+        from sforge.containers.owner import sweep_stale_containers
 
         try:
             for cid in sweep_stale_containers(engine()):
@@ -102,21 +102,21 @@ class Service:
     def stored(self, target: EvalTarget, source: str) -> dict[str, Any] | None:
         """The result already in the eval store under this key, as a view (an unreadable
         one is set aside and graded again, as everywhere)."""
-        from ..results import load_result
+        from sforge.grading.results import load_result
 
         result = load_result(self.pipe.eval_path(target))
         return None if result is None else self.view(result, source)
 
     def view(self, result, source: str) -> dict[str, Any]:
-        from ..orchestrate import result_view
+        from sforge.commands.orchestrate import result_view
 
         return result_view(self.pipe, result, source)
 
     def grade_submission(self, sub: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Runs in a judge thread: (the stored result, False), or (the verdict of the one
         grading function, True)."""
-        from ..errors import InfrastructureError
-        from ..targets import grade
+        from sforge.core.errors import InfrastructureError
+        from sforge.workflow.targets import grade
 
         run = self.state.run(sub["run_id"]) or {}
         source = run.get("source", "")
@@ -138,8 +138,8 @@ class Service:
 
     def prepare(self, task_id: str) -> None:
         """The judge image (and its base) present, built when missing: once per task."""
-        from ..orchestrate import prepare_images
-        from ..targets import make_image_target
+        from sforge.commands.orchestrate import prepare_images
+        from sforge.workflow.targets import make_image_target
 
         if task_id in self._ready:
             return
@@ -164,7 +164,7 @@ class Service:
             return self._submit(run, upload, final)
 
     def _submit(self, run: dict[str, Any], upload: BinaryIO, final: bool) -> dict[str, Any]:
-        from ..submissions import store_archive
+        from sforge.benchmark.submissions import store_archive
 
         now = time.time()
         size = upload.seek(0, os.SEEK_END)
@@ -173,7 +173,7 @@ class Service:
         task = self.pipe.bench.tasks.get(run["task"])
         if task is None:
             raise Conflict(self.gone(run["task"]))
-        from .state import parse_iso
+        from sforge.service.state import parse_iso
 
         elapsed = round(now - parse_iso(run["started_at"]), 3)
         created: list[Path] = []
@@ -251,7 +251,7 @@ def remove_own_judges() -> None:
     """Stop the judges this process runs (a stop before they finished): from now on none
     writes a verdict (a judge whose container we removed exits 137, which is no verdict of
     the grader: it was stored as an invalid result for good), then their containers go."""
-    from ..targets import stop_grading
+    from sforge.workflow.targets import stop_grading
 
     try:
         stop_grading()

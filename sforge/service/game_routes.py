@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
-from .games import GameError, GameSessions
+from sforge.service.games import GameError, GameSessions
 
 
 def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
@@ -58,7 +58,7 @@ def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
         it. Headers: Sforge-Step (the step number), Sforge-Session-State (open, finished),
         and once the game is over Sforge-Score and Sforge-Valid. `current` = the run's
         newest session."""
-        from .bodies import read_capped
+        from sforge.service.bodies import read_capped
 
         run_only(who)
         row = own(who, sid)

@@ -38,14 +38,14 @@ from typing import Any
 
 import orjson
 
-from .. import owner
-from ..config import games_settings
-from ..engine import EngineError
-from ..errors import InfrastructureError, SforgeError
-from ..games import TRANSCRIPT, is_game, server_cmd
-from ..judge import _SETUP, TASK_LABEL, _JudgeRun
-from ..model import Task
-from .state import now_iso
+from sforge.benchmark.games import TRANSCRIPT, is_game, server_cmd
+from sforge.benchmark.model import Task
+from sforge.containers import owner
+from sforge.containers.engine import EngineError
+from sforge.core.config import games_settings
+from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.grading.judge import _SETUP, TASK_LABEL, _JudgeRun
+from sforge.service.state import now_iso
 
 log = logging.getLogger("sforge.service")
 
@@ -235,7 +235,7 @@ class GameSessions:
 
     @property
     def engine(self):
-        from ..targets import engine
+        from sforge.containers.docker import engine
 
         return engine()
 
@@ -577,9 +577,9 @@ class GameSessions:
         """The session as a result of its run: transcript archive in the store, eval
         result under its key. The result is written first, so the store never holds a
         session archive without its result."""
-        from .. import __version__
-        from ..results import EvalResult
-        from ..submissions import store_archive
+        from sforge import __version__
+        from sforge.benchmark.submissions import store_archive
+        from sforge.grading.results import EvalResult
 
         task = sess.task
         run = self.state.run(sess.run_id) or {}
@@ -590,7 +590,7 @@ class GameSessions:
         key = self.pipe.eval_target(task.id, sha, sess.transcript).key
         started = run.get("started_at")
         now = time.time()
-        from .state import parse_iso
+        from sforge.service.state import parse_iso
 
         elapsed = round(now - parse_iso(started), 3) if started else None
         meta = {"elapsed_s": elapsed, "agent": run.get("agent"), "model": run.get("model")}
@@ -626,8 +626,8 @@ class GameSessions:
 
     def _replay(self, task: Task, source: str, data: bytes, now: float,
                 meta: dict[str, Any]) -> tuple[str | None, dict[str, Any], bool]:
-        from ..submissions import store_archive
-        from ..targets import grade
+        from sforge.benchmark.submissions import store_archive
+        from sforge.workflow.targets import grade
 
         try:
             self.service.prepare(task.id)

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InfrastructureError, SforgeError
-from .state import State
+from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.service.state import State
 
 log = logging.getLogger("sforge.service")
 

@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SforgeError
-from ..fileio import atomic_write_json
-from ..pipeline import Pipeline
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_json
+from sforge.plan.pipeline import Pipeline
 
 DEFAULT_PORT = 8765
 # Set by `start_service(bound_to_parent=True)`: the pid whose death ends this service.
@@ -98,8 +98,8 @@ def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None
 
     import uvicorn
 
-    from .app import create_app
-    from .core import Service, service_dir
+    from sforge.service.app import create_app
+    from sforge.service.core import Service, service_dir
 
     logging.basicConfig(level=log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s sforge serve: %(message)s")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SforgeError
+from sforge.core.errors import SforgeError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

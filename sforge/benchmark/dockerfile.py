@@ -1,0 +1,344 @@
+"""Dockerfile parsing: instructions with their lines, shell words of RUN, COPY/ADD arguments.
+
+One parser for `sforge check` and for the build's refusal of a work Dockerfile that
+reaches into judge/. Not a shell and not BuildKit: enough to find commands, their
+arguments and the lines to name."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from sforge.benchmark.images import BASE_ARG, WORK_ARG  # noqa: F401 (the names every check module uses)
+
+
+@dataclass
+class Instruction:
+    keyword: str                       # upper case
+    line: int                          # line of the keyword
+    pieces: list[tuple[int, str]]      # (line, text) of the arguments, continuations joined
+
+    @property
+    def text(self) -> str:
+        return " ".join(t for _, t in self.pieces)
+
+
+def parse_dockerfile(text: str) -> list[Instruction]:
+    """Instructions with the physical line of every argument piece (backslash continuations,
+    comment lines inside continuations dropped, as Docker does)."""
+    out: list[Instruction] = []
+    current: Instruction | None = None
+    for no, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if current is None:
+            if not stripped or stripped.startswith("#"):
+                continue
+            m = re.match(r"^\s*([A-Za-z]+)(\s+|$)(.*)$", raw)
+            if not m:
+                continue
+            current = Instruction(m.group(1).upper(), no, [])
+            body = m.group(3)
+        else:
+            if not stripped or stripped.startswith("#"):
+                continue
+            body = raw
+        cont = body.rstrip().endswith("\\")
+        if cont:
+            body = body.rstrip()[:-1]
+        current.pieces.append((no, body))
+        if not cont:
+            out.append(current)
+            current = None
+    if current is not None:
+        out.append(current)
+    return out
+
+
+@dataclass
+class Token:
+    text: str
+    line: int
+    kind: str = "word"  # word | op | redir
+
+
+_REDIR = re.compile(r"\d*(?:&>>?|>>|>&|<&|<<<|>\||>|<)(?:&?\d+-?|-)?")
+
+
+def tokenize_shell(pieces: list[tuple[int, str]]) -> list[Token]:
+    """Split shell text into words (quotes removed), operators and redirections, each with
+    the line where it starts. Not a shell: enough to find commands and their arguments."""
+    chars: list[tuple[str, int]] = []
+    for i, (no, text) in enumerate(pieces):
+        if i:
+            chars.append((" ", no))
+        chars.extend((c, no) for c in text)
+    s = "".join(c for c, _ in chars)
+    tokens: list[Token] = []
+    i, n = 0, len(s)
+    while i < n:
+        c = s[i]
+        if c in " \t\r\n":
+            if c == "\n":
+                tokens.append(Token(";", chars[i][1], "op"))
+            i += 1
+            continue
+        if s.startswith(("&&", "||"), i):
+            tokens.append(Token(s[i:i + 2], chars[i][1], "op"))
+            i += 2
+            continue
+        if c in ";|&()":
+            tokens.append(Token(c, chars[i][1], "op"))
+            i += 1
+            continue
+        m = _REDIR.match(s, i)
+        if m:
+            tokens.append(Token(m.group(0), chars[i][1], "redir"))
+            i = m.end()
+            continue
+        if c == "#":  # a comment runs to the end of the text
+            break
+        start, word = i, []
+        while i < n and s[i] not in " \t\r\n;|&()<>":
+            ch = s[i]
+            if ch == "\\" and i + 1 < n:
+                word.append(s[i + 1])
+                i += 2
+            elif ch == "'":
+                j = s.find("'", i + 1)
+                j = n if j < 0 else j
+                word.append(s[i + 1:j])
+                i = j + 1
+            elif ch == '"':
+                j = i + 1
+                while j < n and s[j] != '"':
+                    j += 2 if s[j] == "\\" else 1
+                word.append(s[i + 1:j].replace('\\"', '"'))
+                i = j + 1
+            elif s.startswith("$(", i) or ch == "`":
+                close, j, level = (")", i + 2, 1) if ch == "$" else ("`", i + 1, 1)
+                while j < n and level:
+                    if close == ")" and s[j] == "(":
+                        level += 1
+                    elif s[j] == close:
+                        level -= 1
+                    j += 1
+                word.append(s[i:j])
+                i = j
+            else:
+                word.append(ch)
+                i += 1
+        tokens.append(Token("".join(word), chars[start][1]))
+    return tokens
+
+
+def simple_commands(tokens: list[Token]) -> Iterator[list[Token]]:
+    """Words of each simple command, redirections and their targets dropped."""
+    cmd: list[Token] = []
+    skip_next = False
+    for tok in tokens:
+        if tok.kind == "op":
+            if cmd:
+                yield cmd
+            cmd, skip_next = [], False
+        elif tok.kind == "redir":
+            skip_next = not re.search(r"&(\d+-?|-)$", tok.text)  # `2>&1` has no target
+        elif skip_next:
+            skip_next = False
+        else:
+            cmd.append(tok)
+    if cmd:
+        yield cmd
+
+
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_WRAPPERS = {"sudo", "env", "exec", "command", "time", "nice", "nohup", "eatmydata"}
+
+
+def _strip_prefix(cmd: list[Token]) -> list[Token]:
+    i = 0
+    while i < len(cmd):
+        word = cmd[i].text
+        wrapper_option = word.startswith("-") and i and cmd[i - 1].text in ("sudo", "env", "nice")
+        if _ASSIGN.match(word) or word in _WRAPPERS or wrapper_option:
+            i += 1
+        else:
+            break
+    return cmd[i:]
+
+
+def _expand(word: str, variables: dict[str, str]) -> str:
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1) or m.group(3)
+        if name in variables:
+            return variables[name]
+        if m.group(2) is not None:  # ${NAME:-default} / ${NAME-default}
+            return m.group(2)
+        return m.group(0)
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)",
+                  sub, word)
+
+
+
+def _declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
+    words = [t.text for t in tokenize_shell([(0, text)]) if t.kind == "word"]
+    if kw == "ENV" and len(words) >= 2 and "=" not in words[0]:
+        yield words[0], " ".join(words[1:])  # legacy `ENV NAME value`
+        return
+    for word in words:
+        name, eq, value = word.partition("=")
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            yield name, value if eq else None
+
+
+
+def _run_script(ins: Instruction) -> list[tuple[int, str]]:
+    text = ins.text.strip()
+    if text.startswith("["):
+        try:
+            argv = json.loads(text)
+        except ValueError:
+            argv = None
+        if isinstance(argv, list) and all(isinstance(a, str) for a in argv):
+            if len(argv) >= 3 and PurePosixPath(argv[0]).name in ("sh", "bash") \
+                    and argv[1] == "-c":
+                return [(ins.line, argv[2])]
+            return [(ins.line, " ".join(_shell_quote(a) for a in argv))]
+    return _strip_run_flags(ins.pieces)
+
+
+def _strip_run_flags(pieces: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    if not pieces:
+        return pieces
+    no, first = pieces[0]
+    first = re.sub(r"^\s*(--[a-z-]+=\S+\s+)+", "", first)  # RUN --mount=... (BuildKit)
+    return [(no, first), *pieces[1:]]
+
+
+def _shell_quote(word: str) -> str:
+    return "'" + word.replace("'", "'\\''") + "'" if re.search(r"[\s'\"$;&|<>]", word) else word
+
+
+
+
+@dataclass
+class CopyArgs:
+    flags: list[str]     # --from=…, --chown=…, as written
+    sources: list[str]   # context paths (or URLs for ADD), as written
+    dest: str
+
+
+def copy_args(ins: Instruction) -> CopyArgs | None:
+    """The flags, sources and destination of a COPY or ADD, in shell form
+    (`COPY a b /dst`) or JSON form (`COPY ["a", "b", "/dst"]`); None when malformed."""
+    text = ins.text.strip()
+    flags: list[str] = []
+    while text.startswith("--"):
+        flag, _, text = text.partition(" ")
+        flags.append(flag)
+        text = text.lstrip()
+    words: list[str]
+    if text.startswith("["):
+        try:
+            words = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            return None
+    else:
+        words = text.split()
+    if len(words) < 2:
+        return None
+    return CopyArgs(flags, words[:-1], words[-1])
+
+
+# ------------------------------------------------------------------ images a build reads
+# <benchmark>.judge.<task id>[:tag][@digest], after any registry/path prefix: the judge
+# image naming every sforge benchmark uses. Docker names are lower case; matched without
+# regard to case so that a near miss is still caught.
+JUDGE_IMAGE = re.compile(r"^(?:.*/)?[a-z0-9]+(?:[._-][a-z0-9]+)*\.judge\.[a-z0-9][a-z0-9._-]*"
+                         r"(?::[\w][\w.-]*)?(?:@[a-z0-9]+:[0-9a-f]+)?$", re.IGNORECASE)
+
+
+@dataclass
+class ImageUse:
+    line: int
+    how: str   # "FROM", "COPY --from", "RUN --mount from="
+    ref: str   # as written, ARG defaults expanded
+
+
+def _flag_values(text: str, flag: str) -> list[str]:
+    """Values of `--flag=value` options at the start of an instruction's text."""
+    out = []
+    rest = text.strip()
+    while rest.startswith("--"):
+        word, _, rest = rest.partition(" ")
+        rest = rest.lstrip()
+        name, _, value = word[2:].partition("=")
+        if name == flag:
+            out.append(value.strip("\"'"))
+    return out
+
+
+def image_uses(instructions: list[Instruction]) -> list[ImageUse]:
+    """Every image a build reads besides its own stages: FROM, COPY/ADD --from and BuildKit's
+    RUN --mount=…,from=…; ARG defaults (before the first FROM) expanded, `scratch` and stage
+    names or indexes skipped. ${BASE_IMAGE} counts with its default, if it has one (sforge
+    passes the base's tag only for tasks that name a base)."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    seen_from = False
+    uses: list[ImageUse] = []
+
+    def use(line: int, how: str, raw: str) -> None:
+        ref = _expand(raw, args).strip()
+        if not ref or "$" in ref or ref.lower() in stages or ref.isdigit() or ref == "scratch":
+            return
+        uses.append(ImageUse(line, how, ref))
+
+    for ins in instructions:
+        kw = ins.keyword
+        if kw == "ARG" and not seen_from:
+            for name, value in _declarations(ins.text, kw):
+                if value is not None:
+                    args[name] = value
+        elif kw == "FROM":
+            seen_from = True
+            words = [w for w in ins.text.split() if not w.startswith("--")]
+            if words:
+                use(ins.line, "FROM", words[0])
+            if len(words) >= 3 and words[1].lower() == "as":
+                stages.add(words[2].lower())
+        elif kw in ("COPY", "ADD"):
+            for value in _flag_values(ins.text, "from"):
+                use(ins.line, f"{kw} --from", value)
+        elif kw == "RUN":
+            for mount in _flag_values(ins.text, "mount"):
+                for option in mount.split(","):
+                    key, _, value = option.partition("=")
+                    if key.strip() == "from":
+                        use(ins.line, "RUN --mount from=", value)
+    return uses
+
+
+def judge_image_uses(path: Path, resolve: Callable[[str], list[str]] | None = None
+                     ) -> list[tuple[int, str]]:
+    """(line, message) for each image the Dockerfile at `path` reads that is a judge image:
+    by its name (any tag or digest), or, given `resolve` (a reference → the tags the Docker
+    daemon holds for that image, [] when unknown), by a digest, an image id or another tag
+    of a judge image."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    found = []
+    for u in image_uses(parse_dockerfile(text)):
+        if JUDGE_IMAGE.match(u.ref):
+            found.append((u.line, f"{u.how} {u.ref}: names a judge image"))
+            continue
+        tags = [t for t in (resolve(u.ref) if resolve else []) if JUDGE_IMAGE.match(t)]
+        if tags:
+            found.append((u.line, f"{u.how} {u.ref}: is the judge image {tags[0]}"))
+    return found

@@ -1,0 +1,121 @@
+"""The benchmark and task model: what task.toml and benchmark.toml say, with defaults applied."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Blob:
+    path: str  # relative to the task directory, e.g. "judge/blobs/hidden.tar.gz"
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Environment:
+    base: str | None = None
+    platform: str | None = None
+    cwd: str = "/home/workspace"
+    internet: bool = False
+    cpus: float | None = None
+    memory: str | None = None
+
+
+# Submission metadata the judge sees as submitted unless [submission] keep_metadata narrows it:
+# setuid/setgid/sticky bits, numeric owner and group, POSIX ACLs, user.* xattrs.
+METADATA_KINDS = ("mode", "owner", "acl", "xattr")
+
+
+@dataclass(frozen=True)
+class SubmissionRules:
+    paths: tuple[str, ...] = (".",)
+    exclude: tuple[str, ...] = ()
+    keep_metadata: tuple[str, ...] = METADATA_KINDS
+
+
+@dataclass(frozen=True)
+class Judge:
+    cmd: str
+    timeout_sec: float = 600
+    internet: bool = False
+    cpus: float = 1.0
+    memory: str = "2g"
+
+
+@dataclass(frozen=True)
+class Score:
+    direction: str = "maximize"  # maximize | minimize
+    rescale: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    dir: Path
+    name: str
+    version: str
+    environment: Environment
+    submission: SubmissionRules
+    judge: Judge
+    score: Score
+    blobs: tuple[Blob, ...] = ()
+    game: dict[str, Any] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)  # free-form keys: category, status…
+
+    @property
+    def toml_path(self) -> Path:
+        return self.dir / "task.toml"
+
+    @property
+    def category(self) -> str | None:
+        value = self.metadata.get("category")
+        return str(value) if value is not None else None
+
+    def judge_settings(self) -> dict[str, Any]:
+        """The runtime settings an eval result depends on (part of the eval key)."""
+        return {
+            "cmd": self.judge.cmd,
+            "timeout_sec": self.judge.timeout_sec,
+            "cpus": self.judge.cpus,
+            "memory": self.judge.memory,
+            "internet": self.judge.internet,
+            "cwd": self.environment.cwd,
+            "paths": list(self.submission.paths),
+            "exclude": list(self.submission.exclude),
+            # only when narrowed, so the keys of every task that keeps the default stay put
+            **({"keep_metadata": sorted(self.submission.keep_metadata)}
+               if set(self.submission.keep_metadata) != set(METADATA_KINDS) else {}),
+        }
+
+
+@dataclass
+class Benchmark:
+    root: Path
+    name: str
+    registry: str | None = None
+    blob_url: str | None = None
+    bases: dict[str, Path] = field(default_factory=dict)
+    tasks: dict[str, Task] = field(default_factory=dict)
+    # One broken task never hides the others: its error is kept here instead.
+    errors: list[Exception] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. an empty tasks/
+    # Tasks whose `status` metadata is one of these are built and graded but left out of the
+    # leaderboard ([leaderboard] exclude_status in benchmark.toml; sforge gives `status` no
+    # meaning of its own).
+    exclude_status: tuple[str, ...] = ()
+
+    def excluded(self, task: Task) -> bool:
+        status = task.metadata.get("status")
+        return status is not None and str(status) in self.exclude_status
+
+    @property
+    def ranked_tasks(self) -> dict[str, Task]:
+        """The tasks the leaderboard averages over (all but the excluded statuses)."""
+        return {i: t for i, t in self.tasks.items() if not self.excluded(t)}
+
+    def select(self, ids: list[str] | None) -> list[Task]:
+        if not ids:
+            return list(self.tasks.values())
+        return [self.tasks[i] for i in ids if i in self.tasks]

@@ -1,0 +1,1 @@
+"""Image targets: build, leak check, sentinel, push and pull."""

@@ -1,0 +1,1 @@
+"""What each CLI command does, returning outcomes for the CLI and the service to print."""

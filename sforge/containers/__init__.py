@@ -1,0 +1,2 @@
+"""The container-engine interface, its Docker implementation and transport, and who owns a
+container."""

@@ -1,0 +1,2 @@
+"""Foundations every layer may use: errors, files, clock, units, console, settings, worker
+processes."""

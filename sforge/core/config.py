@@ -1,0 +1,164 @@
+"""config.yaml, validated against config.schema.yaml, with CLI and environment overrides."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sforge.core import validated
+from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_text, loads_json, read_bytes, user_cache
+
+# The package's own files (schemas, templates, workflow), and the repository checkout (the
+# bundled benchmark lives there, when sforge runs from one).
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+REPO_ROOT = PACKAGE_DIR.parent
+DEFAULT_BENCHMARK = "edgebench"  # the bundled benchmark's folder
+# The Snakefile, rules/, config.yaml and profiles/, as installed with the package (links to
+# the top-level ones in a checkout, copies in a wheel): the workflow runs from here.
+WORKFLOW_DIR = PACKAGE_DIR / "workflow_files"
+DEFAULT_CONFIG = WORKFLOW_DIR / "config.yaml"
+
+
+_PARSED_KEEP = 16  # YAML documents remembered (the newest)
+
+
+def safe_yaml(text: str) -> Any:
+    """yaml.safe_load, remembered by the text's digest in the user's cache: config.yaml and
+    its schema are read on every command, and importing PyYAML and parsing them cost a
+    tenth of a one-archive `sforge eval`. Each call gives its own copy. A document that is
+    not plain JSON data (a YAML date, a number as a key) is parsed every time; a lost or
+    unwritable memory only costs the parse."""
+    key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    memory = user_cache("yaml.json")
+    try:
+        known = loads_json(read_bytes(memory))
+    except (OSError, ValueError):
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    if key in known:
+        return known[key]
+    import yaml
+
+    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        plain = json.loads(json.dumps(data)) == data
+    except (TypeError, ValueError):
+        plain = False
+    if plain:
+        kept = {k: v for k, v in known.items() if k != key}
+        kept = dict(list(kept.items())[-(_PARSED_KEEP - 1):])
+        kept[key] = data
+        try:
+            memory.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(memory, json.dumps(kept))
+        except OSError:
+            pass
+    return data
+
+
+@functools.cache
+def _defaults() -> dict[str, Any]:
+    data = safe_yaml(DEFAULT_CONFIG.read_text()) or {}
+    data.setdefault("benchmark", DEFAULT_BENCHMARK)
+    return data
+
+
+def defaults() -> dict[str, Any]:
+    """config.yaml as shipped: the one place for every setting's default."""
+    return copy.deepcopy(_defaults())
+
+
+def games_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The games section with its defaults filled in."""
+    return {**_defaults().get("games", {}), **(config.get("games") or {})}
+
+
+def service_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The service section with its defaults filled in (config.yaml may set only some)."""
+    return {**_defaults().get("service", {}), **(config.get("service") or {})}
+
+
+def schema_path() -> Path:
+    return PACKAGE_DIR / "config.schema.yaml"
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    return safe_yaml(schema_path().read_text())
+
+
+_JSON_TYPES = {"string": str, "boolean": bool, "null": type(None)}
+
+
+def _typed(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` for the memory of checks that passed: a setting whose schema asks only for a
+    type (the benchmark, results and submissions paths) stands as its type when it has it,
+    so a new results directory or benchmark path needs no new schema check."""
+    props = schema().get("properties") or {}
+    out = dict(config)
+    for name, value in config.items():
+        rule = props.get(name)
+        if not isinstance(rule, dict) or set(rule) - {"type", "description"}:
+            continue
+        kinds = rule.get("type")
+        kinds = [kinds] if isinstance(kinds, str) else kinds or []
+        if kinds and all(k in _JSON_TYPES for k in kinds) and \
+                any(type(value) is _JSON_TYPES[k] for k in kinds):
+            out[name] = f"<{type(value).__name__}>"
+    return out
+
+
+def validate(config: dict[str, Any], source: str = "config") -> None:
+    """The config against config.schema.yaml; SforgeError naming the first bad field. A
+    configuration that passed before (same settings, same schema) is not checked again."""
+    key = validated.digest(schema_path().read_text(), _typed(config))
+    if validated.seen(key):
+        return
+    import jsonschema
+
+    errors = list(jsonschema.Draft202012Validator(schema()).iter_errors(config))
+    if errors:
+        err = errors[0]
+        field = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        raise SforgeError(f"{source}: [{field}] {err.message}")
+    validated.remember(key)
+
+
+def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None,
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Defaults < config.yaml < environment (SFORGE_BENCHMARK, SFORGE_REGISTRY) < overrides."""
+    env = os.environ if env is None else env
+    config = defaults()
+    if path is not None and path.is_file():
+        data = safe_yaml(path.read_text()) or {}
+        if not isinstance(data, dict):
+            raise SforgeError(f"{path}: expected a mapping of settings")
+        validate(data, str(path))
+        config.update(data)
+    if env.get("SFORGE_BENCHMARK"):
+        config["benchmark"] = env["SFORGE_BENCHMARK"]
+    if env.get("SFORGE_REGISTRY"):
+        config["registry"] = env["SFORGE_REGISTRY"]
+    config.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    validate(config, "configuration")
+    return config
+
+
+def user_config(path: Path | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """The configuration a command runs with: `path` (default: the repository's config.yaml),
+    the environment and `overrides`; relative paths taken from the working directory."""
+    config = load_config(path if path is not None else DEFAULT_CONFIG, overrides)
+    if config["benchmark"] == DEFAULT_BENCHMARK and not Path(DEFAULT_BENCHMARK).is_dir():
+        config["benchmark"] = str(REPO_ROOT / DEFAULT_BENCHMARK)  # the bundled one
+    # Relative paths mean the user's working directory, never the repository's.
+    for key in ("benchmark", "results", "submissions"):
+        if config.get(key):
+            config[key] = str(Path(config[key]).expanduser().resolve())
+    return config

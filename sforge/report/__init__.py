@@ -1,0 +1,1 @@
+"""report.html and its task pages: page models, figures, the pages cache."""

@@ -1,0 +1,94 @@
+"""Which task pages of a report stand as they are, without pandas or the templates: deciding
+that `sforge report` has nothing to render (a CI job that graded nothing new) must not cost
+their imports. Also the source colours, which a page's state includes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from sforge import __version__
+from sforge.benchmark.layout import Layout
+from sforge.benchmark.model import Benchmark
+from sforge.scores.cache import _loads
+
+_PAGES_VERSION = "1"
+# tab20, reordered so the first ten are tab10: sources keep one colour on every page
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
+
+
+def source_colors(sources: Sequence[str]) -> dict[str, str]:
+    """One colour per source, the same on every page and plot of a report (sorted names)."""
+    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(sorted(set(sources)))}
+
+
+def entry_colors(entries: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The colours of every source of the index entries (task → entry)."""
+    return source_colors(sorted({s for e in entries.values() for s in e["sources"]}))
+
+
+def page_state_path(root: Path) -> Path:
+    return root / ".cache" / "report-pages.json"
+
+
+def stored_pages(root: Path) -> dict[str, Any]:
+    """task → what its page on disk was rendered from (page_wants' entries)."""
+    try:
+        state = _loads(page_state_path(root).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    pages = state.get("pages") if isinstance(state, dict) \
+        and state.get("version") == _PAGES_VERSION else None
+    return pages if isinstance(pages, dict) else {}
+
+
+def page_wants(benchmark: Benchmark, entries: dict[str, dict[str, Any]],
+               fingerprints: dict[str, str | None]) -> dict[str, list[Any]]:
+    """task → what its page is made from: its folder fingerprint, sforge's version and its
+    sources with their colours (a source added or gone elsewhere shifts them)."""
+    colors = entry_colors(entries)
+    return {t: [fingerprints.get(t), __version__,
+                [[s, colors[s]] for s in (entries[t]["sources"] if t in entries else [])]]
+            for t in benchmark.tasks}
+
+
+def kept_pages(wanted: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """The page state stored: a page made without a fingerprint is not kept (rendered again)."""
+    return {t: w for t, w in wanted.items() if w[0] is not None}
+
+
+def quote_name(text: str) -> str:
+    """urllib's quote, skipped for what it leaves as it is (eval keys are hex: a page
+    links 1,000 of them)."""
+    return text if text.isascii() and text.isalnum() else quote(text)
+
+
+def page_name(task_id: str) -> str:
+    """A task page's file name in report/."""
+    return f"{quote_name(task_id)}.html"
+
+
+def pages_to_render(benchmark: Benchmark, root: Path, wanted: dict[str, list[Any]],
+                    pages: dict[str, Any], made: Sequence[str] = ()) -> list[str]:
+    """The tasks whose page is rendered again: computed anew, without a fingerprint, made
+    from anything else than the page on disk, or missing."""
+    pages_dir = Layout(root).report_pages
+    done = set(made)
+    return [t for t in benchmark.tasks
+            if t in done or wanted[t][0] is None or pages.get(t) != wanted[t]
+            or not (pages_dir / page_name(t)).is_file()]
+
+
+def report_current(benchmark: Benchmark, out_html: Path, parts: dict[str, Any],
+                   fingerprints: dict[str, str | None]) -> bool:
+    """Whether report.html and every task page stand as update_report would leave them
+    when no table changed (`parts`: the stored ones)."""
+    root = Path(out_html).parent
+    wanted = page_wants(benchmark, {t: p["index"] for t, p in parts.items()}, fingerprints)
+    pages = stored_pages(root)
+    return Path(out_html).is_file() and kept_pages(wanted) == pages and \
+        not pages_to_render(benchmark, root, wanted, pages)
