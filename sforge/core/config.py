@@ -20,10 +20,17 @@ from sforge.core.fileio import atomic_write_text, loads_json, read_bytes, user_c
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 REPO_ROOT = PACKAGE_DIR.parent
 DEFAULT_BENCHMARK = "edgebench"  # the bundled benchmark's folder
-# The Snakefile, rules/, config.yaml and profiles/, as installed with the package (links to
-# the top-level ones in a checkout, copies in a wheel): the workflow runs from here.
+# The Snakefile, rules/, config.yaml, profiles/, agents/ and helper/ (the Go sources), as
+# installed with the package (links to the top-level ones in a checkout, copies in a wheel):
+# the workflow runs from here.
 WORKFLOW_DIR = PACKAGE_DIR / "workflow_files"
 DEFAULT_CONFIG = WORKFLOW_DIR / "config.yaml"
+
+
+def package_data(name: str) -> Path:
+    """The package's data `name` (a file or folder of workflow_files/): the top-level one in
+    a checkout, the installed copy in a wheel."""
+    return (WORKFLOW_DIR / name).resolve()
 
 
 _PARSED_KEEP = 16  # YAML documents remembered (the newest)

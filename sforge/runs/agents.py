@@ -15,10 +15,10 @@ from typing import Any
 import jsonschema
 import yaml
 
-from sforge.core.config import REPO_ROOT
+from sforge.core.config import package_data
 from sforge.core.errors import DefinitionError, SforgeError
 
-AGENTS_DIR = REPO_ROOT / "agents"
+AGENTS_DIR = package_data("agents")
 MOUNT = "/opt/sforge/agent"  # where the bundle appears in the work container (read-only)
 
 

@@ -3,33 +3,49 @@ mounts into work containers, so it needs nothing of the image (busybox, debian-s
 
 Built from helper/ (Go, standard library only, CGO_ENABLED=0) by scripts/setup.sh with
 Debian's golang-go; built here on first use when Go is present and the binary is missing
-or older than its sources.
+or older than its sources. The sources are package data (a wheel carries them): the binary
+is built into their build/ folder, or, where the package cannot be written to, into the
+user's cache under a digest of the sources.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from sforge.core.config import REPO_ROOT
+from sforge.core.config import package_data
 from sforge.core.errors import SforgeError
+from sforge.core.fileio import user_cache
 
-SOURCE = REPO_ROOT / "helper"
-BINARY = SOURCE / "build" / "sforge-helper"
+SOURCE = package_data("helper")
 ENV = "SFORGE_HELPER"  # a prebuilt binary elsewhere
+
+
+def _sources() -> list[Path]:
+    return [*sorted(SOURCE.glob("*.go")), SOURCE / "go.mod"]
+
+
+def _binary_path() -> Path:
+    if os.access(SOURCE, os.W_OK) or os.access(SOURCE / "build", os.W_OK):
+        return SOURCE / "build" / "sforge-helper"
+    digest = hashlib.blake2b(digest_size=8)
+    for path in _sources():
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return user_cache(f"helper-{digest.hexdigest()}") / "sforge-helper"
 
 
 def _stale(binary: Path) -> bool:
     if not binary.is_file():
         return True
     built = binary.stat().st_mtime_ns
-    return any(p.stat().st_mtime_ns > built for p in SOURCE.glob("*.go")) or \
-        (SOURCE / "go.mod").stat().st_mtime_ns > built
+    return any(p.stat().st_mtime_ns > built for p in _sources())
 
 
-def build_helper(out: Path = BINARY) -> Path:
+def build_helper(out: Path | None = None) -> Path:
+    out = out or _binary_path()
     go = shutil.which("go")
     if go is None:
         raise SforgeError("the sforge-submit helper is not built and Go is missing: run "
@@ -55,11 +71,12 @@ def helper_binary() -> Path:
         if not path.is_file():
             raise SforgeError(f"{ENV}={path}: no such file")
         return path
-    if SOURCE.is_dir() and _stale(BINARY):
-        return build_helper()
-    if not BINARY.is_file():
-        raise SforgeError(f"{BINARY}: the helper is not built (run scripts/setup.sh)")
-    return BINARY
+    if not SOURCE.is_dir():
+        raise SforgeError(f"{SOURCE}: the helper's sources are missing (a broken install)")
+    binary = _binary_path()
+    if _stale(binary):
+        return build_helper(binary)
+    return binary
 
 
 if __name__ == "__main__":
