@@ -104,7 +104,7 @@ def test_wheel_in_a_fresh_venv_lists_agents_and_makes_a_script_run(tmp_path, doc
 def test_helper_of_a_read_only_install_is_built_into_the_user_cache(tmp_path, monkeypatch):
     """Where the package's helper sources cannot be written to, the helper is built into the
     user's cache under a digest of those sources, and found there the next time."""
-    from sforge import helper
+    from sforge.runs import helper
 
     if shutil.which("go") is None:
         pytest.skip("Go is missing (scripts/setup.sh installs golang-go)")
