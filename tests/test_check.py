@@ -153,11 +153,11 @@ def test_toml_lines():
     ("ARG V=1.0\nRUN pip install foo==$V", True),
 ])
 def test_pinning(tmp_path: Path, line: str, pinned: bool):
-    from sforge.check import _Context, check_dockerfile
+    from sforge.check import CheckContext, check_dockerfile
 
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(f"FROM debian:12\n{line}\n")
-    found = [f.rule for f in check_dockerfile(dockerfile, _Context(tmp_path, None)).findings]
+    found = [f.rule for f in check_dockerfile(dockerfile, CheckContext(tmp_path, None)).findings]
     assert (found == []) is pinned, found
 
 

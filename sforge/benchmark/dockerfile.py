@@ -157,7 +157,7 @@ _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _WRAPPERS = {"sudo", "env", "exec", "command", "time", "nice", "nohup", "eatmydata"}
 
 
-def _strip_prefix(cmd: list[Token]) -> list[Token]:
+def strip_prefix(cmd: list[Token]) -> list[Token]:
     i = 0
     while i < len(cmd):
         word = cmd[i].text
@@ -169,7 +169,7 @@ def _strip_prefix(cmd: list[Token]) -> list[Token]:
     return cmd[i:]
 
 
-def _expand(word: str, variables: dict[str, str]) -> str:
+def expand_word(word: str, variables: dict[str, str]) -> str:
     def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(3)
         if name in variables:
@@ -182,7 +182,7 @@ def _expand(word: str, variables: dict[str, str]) -> str:
 
 
 
-def _declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
+def declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
     words = [t.text for t in tokenize_shell([(0, text)]) if t.kind == "word"]
     if kw == "ENV" and len(words) >= 2 and "=" not in words[0]:
         yield words[0], " ".join(words[1:])  # legacy `ENV NAME value`
@@ -194,7 +194,7 @@ def _declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
 
 
 
-def _run_script(ins: Instruction) -> list[tuple[int, str]]:
+def run_script(ins: Instruction) -> list[tuple[int, str]]:
     text = ins.text.strip()
     if text.startswith("["):
         try:
@@ -293,7 +293,7 @@ def image_uses(instructions: list[Instruction]) -> list[ImageUse]:
     uses: list[ImageUse] = []
 
     def use(line: int, how: str, raw: str) -> None:
-        ref = _expand(raw, args).strip()
+        ref = expand_word(raw, args).strip()
         if not ref or "$" in ref or ref.lower() in stages or ref.isdigit() or ref == "scratch":
             return
         uses.append(ImageUse(line, how, ref))
@@ -301,7 +301,7 @@ def image_uses(instructions: list[Instruction]) -> list[ImageUse]:
     for ins in instructions:
         kw = ins.keyword
         if kw == "ARG" and not seen_from:
-            for name, value in _declarations(ins.text, kw):
+            for name, value in declarations(ins.text, kw):
                 if value is not None:
                     args[name] = value
         elif kw == "FROM":

@@ -17,9 +17,9 @@ from sforge.benchmark.dockerfile import (
     tokenize_shell,
 )
 from sforge.check.findings import Finding, format_findings, has_errors
-from sforge.check.tasks import _Context, check_benchmark, check_dockerfile
+from sforge.check.tasks import CheckContext, check_benchmark, check_dockerfile
 from sforge.check.toml_positions import toml_lines
 
-__all__ = ["Finding", "Instruction", "_Context", "check_benchmark", "check_dockerfile",
+__all__ = ["Finding", "Instruction", "CheckContext", "check_benchmark", "check_dockerfile",
            "format_findings", "has_errors", "parse_dockerfile", "simple_commands",
            "tokenize_shell", "toml_lines"]

@@ -13,7 +13,7 @@ from sforge.check.findings import Finding
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules"}
 
 @dataclass
-class _Context:
+class CheckContext:
     """What a Dockerfile's build can see: root, and the visible top-level names (None: all)."""
     root: Path
     visible: tuple[str, ...] | None
@@ -23,16 +23,16 @@ class _Context:
 
 
 
-def _context_files(ctx: _Context) -> Iterator[Path]:
+def context_files(ctx: CheckContext) -> Iterator[Path]:
     tops = [ctx.root / v for v in ctx.visible] if ctx.visible is not None else [ctx.root]
     for top in tops:
         if top.is_file():
             yield top
         elif top.is_dir():
-            yield from (p for p in _walk(top) if p.is_file())
+            yield from (p for p in walk_files(top) if p.is_file())
 
 
-def _check_copy(path: Path, ins: Instruction, ctx: _Context, add) -> list[str]:
+def check_copy(path: Path, ins: Instruction, ctx: CheckContext, add) -> list[str]:
     args = copy_args(ins)
     if args is None or any(f.startswith("--from") for f in args.flags):
         return []
@@ -50,7 +50,7 @@ def _check_copy(path: Path, ins: Instruction, ctx: _Context, add) -> list[str]:
         if "$" in src or not norm.parts:
             continue
         top = norm.parts[0]
-        if ctx.visible is not None and top != ".." and not _has_glob(top) \
+        if ctx.visible is not None and top != ".." and not has_glob(top) \
                 and top not in ctx.visible:
             seen = " and ".join(f"{v}/" for v in ctx.visible)
             add(Finding(path, ins.line, "build-context",
@@ -61,7 +61,7 @@ def _check_copy(path: Path, ins: Instruction, ctx: _Context, add) -> list[str]:
             add(Finding(path, ins.line, "build-context",
                         f"{ins.keyword} {src}: a path outside the build context"))
             continue
-        if _has_glob(str(norm)):
+        if has_glob(str(norm)):
             if not list(ctx.root.glob(str(norm))):
                 add(Finding(path, ins.line, "build-context",
                             f"{ins.keyword} {src}: matches nothing in the build context"))
@@ -73,23 +73,23 @@ def _check_copy(path: Path, ins: Instruction, ctx: _Context, add) -> list[str]:
     return sources
 
 
-def _has_glob(text: str) -> bool:
+def has_glob(text: str) -> bool:
     return any(c in text for c in "*?[")
 
 
 # ------------------------------------------------------------------------------- files
 
-def _walk(top: Path) -> Iterator[Path]:
+def walk_files(top: Path) -> Iterator[Path]:
     for p in sorted(top.iterdir()):
         if p.is_dir() and not p.is_symlink():
             if p.name not in SKIP_DIRS:
                 yield p
-                yield from _walk(p)
+                yield from walk_files(p)
         else:
             yield p
 
 
-def _is_dockerfile(p: Path) -> bool:
+def is_dockerfile(p: Path) -> bool:
     return p.is_file() and (p.name == "Dockerfile" or p.name.startswith("Dockerfile.")
                             or p.name.endswith(".Dockerfile"))
 

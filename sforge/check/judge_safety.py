@@ -14,15 +14,15 @@ import re
 from pathlib import Path, PurePosixPath
 
 from sforge.benchmark.dockerfile import (
-    _strip_prefix,
     copy_args,
     parse_dockerfile,
     simple_commands,
+    strip_prefix,
     tokenize_shell,
 )
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
-from sforge.check.toml_positions import _locate
+from sforge.check.toml_positions import locate
 
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _PYTHON = re.compile(r"^python[0-9.]*$")
@@ -47,7 +47,7 @@ def _overlap(a: str, b: str) -> bool:
 def _cmd_risks(cmd: str) -> list[str]:
     out = []
     for words in simple_commands(tokenize_shell([(1, cmd)])):
-        words = _strip_prefix(words)
+        words = strip_prefix(words)
         if not words:
             continue
         prog = words[0].text
@@ -79,7 +79,7 @@ def _cmd_files(cmd: str) -> list[str]:
     """Absolute programs and scripts the cmd runs: the grader's own files."""
     files = []
     for words in simple_commands(tokenize_shell([(1, cmd)])):
-        for w in _strip_prefix(words)[:2]:
+        for w in strip_prefix(words)[:2]:
             if w.text.startswith("/") and "$" not in w.text:
                 files.append(_norm(w.text))
     return files
@@ -113,14 +113,14 @@ def judge_risks(task: Task) -> list[Finding]:
     the grader's files or PATH directories (cwd "/" with broad paths among them)."""
     toml = task.dir / "task.toml"
     out: list[Finding] = []
-    cmd_line = _locate(toml, "judge.cmd")
+    cmd_line = locate(toml, "judge.cmd")
     for risk in _cmd_risks(task.judge.cmd):
         out.append(Finding(toml, cmd_line, "judge-runs-cwd",
                            f"[judge] cmd {risk}; start the grader by absolute path from a "
                            "directory outside cwd, and run submitted code as an unprivileged "
                            "user", "warning"))
     cwd = _norm(task.environment.cwd)
-    paths_line = _locate(toml, "submission.paths") or _locate(toml, "environment.cwd")
+    paths_line = locate(toml, "submission.paths") or locate(toml, "environment.cwd")
     grader = [(f, f"the grader's {f} (run by [judge] cmd)") for f in _cmd_files(
         task.judge.cmd)]
     grader += [(dest, f"{dest}, copied from judge/ at judge/{dockerfile.name}:{line}")

@@ -11,13 +11,13 @@ from sforge.benchmark.dockerfile import (
     WORK_ARG,
     Instruction,
     Token,
-    _expand,
-    _run_script,
-    _strip_prefix,
+    expand_word,
+    run_script,
     simple_commands,
+    strip_prefix,
     tokenize_shell,
 )
-from sforge.check.context import _Context, _context_files
+from sforge.check.context import CheckContext, context_files
 from sforge.check.findings import Finding
 
 _APT_ARG_OPTS = {"-o", "--option", "-t", "--target-release", "--default-release", "-c",
@@ -110,8 +110,8 @@ def _pip_requirement_pinned(req: str) -> bool | None:
 
 
 
-def _check_from(path: Path, ins: Instruction, global_args: dict[str, str | None],
-                stages: set[str], ctx: _Context, add) -> bool:
+def check_from(path: Path, ins: Instruction, global_args: dict[str, str | None],
+                stages: set[str], ctx: CheckContext, add) -> bool:
     words = [w for w in ins.text.split() if not w.startswith("--")]
     if not words:
         return False
@@ -137,7 +137,7 @@ def _check_from(path: Path, ins: Instruction, global_args: dict[str, str | None]
                         f"sforge passes no {BASE_ARG}"))
         return True
     known = {k: v for k, v in global_args.items() if v is not None}
-    resolved = _expand(image, known)
+    resolved = expand_word(image, known)
     if "$" in resolved or resolved.lower() in stages or resolved == "scratch":
         return False
     if "@sha256:" in resolved:
@@ -153,16 +153,16 @@ def _check_from(path: Path, ins: Instruction, global_args: dict[str, str | None]
 
 
 
-def _check_run(path: Path, ins: Instruction, variables: dict[str, str], ctx: _Context,
+def check_run(path: Path, ins: Instruction, variables: dict[str, str], ctx: CheckContext,
                add) -> None:
-    for cmd in simple_commands(tokenize_shell(_run_script(ins))):
-        cmd = _strip_prefix(cmd)
+    for cmd in simple_commands(tokenize_shell(run_script(ins))):
+        cmd = strip_prefix(cmd)
         apt = _apt_args(cmd)
         if apt is not None:
             for tok, opt in _operands(apt, _APT_ARG_OPTS):
                 if opt is not None:
                     continue
-                pkg = _expand(tok.text, variables)
+                pkg = expand_word(tok.text, variables)
                 if "$" in pkg or pkg.endswith(".deb"):
                     continue
                 name, eq, version = pkg.partition("=")
@@ -175,7 +175,7 @@ def _check_run(path: Path, ins: Instruction, variables: dict[str, str], ctx: _Co
         if pip is None:
             continue
         for tok, opt in _operands(pip, _PIP_ARG_OPTS):
-            value = _expand(tok.text, variables)
+            value = expand_word(tok.text, variables)
             if opt is not None:
                 if opt.text in ("-r", "--requirement"):
                     _check_requirements(path, tok.line, value, ctx, add)
@@ -191,12 +191,12 @@ def _pip_advice(req: str) -> str:
     return f"pip package {req!r} is not pinned: use {name}==<version>"
 
 
-def _check_requirements(dockerfile: Path, line: int, name: str, ctx: _Context, add) -> None:
+def _check_requirements(dockerfile: Path, line: int, name: str, ctx: CheckContext, add) -> None:
     """Check a `pip install -r FILE` whose file can be found in the build context."""
     if "$" in name:
         return
     base = PurePosixPath(name).name
-    candidates = [p for p in _context_files(ctx) if p.name == base]
+    candidates = [p for p in context_files(ctx) if p.name == base]
     if len(candidates) != 1:
         return
     req = candidates[0]

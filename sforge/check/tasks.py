@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sforge.benchmark.dockerfile import BASE_ARG, _declarations, judge_image_uses, parse_dockerfile
+from sforge.benchmark.dockerfile import BASE_ARG, declarations, judge_image_uses, parse_dockerfile
 from sforge.benchmark.loader import load_benchmark
-from sforge.check.context import _check_copy, _Context, _has_glob, _is_dockerfile, _walk
+from sforge.check.context import CheckContext, check_copy, has_glob, is_dockerfile, walk_files
 from sforge.check.findings import Finding
 from sforge.check.judge_safety import judge_risks
-from sforge.check.pinning import _check_from, _check_run
-from sforge.check.toml_positions import _locate, toml_lines
+from sforge.check.pinning import check_from, check_run
+from sforge.check.toml_positions import locate, toml_lines
 from sforge.core.errors import DefinitionError
 
 MAX_FILE_BYTES = 1 << 20          # no single file over 1 MiB in git
@@ -32,7 +32,7 @@ class _DockerfileReport:
     sources: list[str] = field(default_factory=list)  # ADD/COPY sources, context-relative
 
 
-def check_dockerfile(path: Path, ctx: _Context) -> _DockerfileReport:
+def check_dockerfile(path: Path, ctx: CheckContext) -> _DockerfileReport:
     report = _DockerfileReport()
     add = report.findings.append
     try:
@@ -49,7 +49,7 @@ def check_dockerfile(path: Path, ctx: _Context) -> _DockerfileReport:
     for ins in instructions:
         kw = ins.keyword
         if kw in ("ARG", "ENV"):
-            for name, value in _declarations(ins.text, kw):
+            for name, value in declarations(ins.text, kw):
                 if kw == "ARG" and not seen_from:
                     global_args[name] = value
                 if value is not None:
@@ -57,11 +57,11 @@ def check_dockerfile(path: Path, ctx: _Context) -> _DockerfileReport:
         elif kw == "FROM":
             first_from = first_from or ins.line
             seen_from = True
-            uses_base |= _check_from(path, ins, global_args, stages, ctx, add)
+            uses_base |= check_from(path, ins, global_args, stages, ctx, add)
         elif kw == "RUN":
-            _check_run(path, ins, variables, ctx, add)
+            check_run(path, ins, variables, ctx, add)
         elif kw in ("ADD", "COPY"):
-            report.sources += _check_copy(path, ins, ctx, add)
+            report.sources += check_copy(path, ins, ctx, add)
     if not ctx.is_task or ctx.visible == ("environment",):  # a base or work build
         for line, msg in judge_image_uses(path):
             add(Finding(path, line, "judge-image",
@@ -189,15 +189,15 @@ def _check_task(task_dir: Path, git: _Git, add) -> None:
         folder = task_dir / sub
         if not folder.is_dir():
             continue
-        for dockerfile in (p for p in _walk(folder) if _is_dockerfile(p)):
-            ctx = _Context(task_dir, visible, tuple(blob_paths), base, is_task=True)
+        for dockerfile in (p for p in walk_files(folder) if is_dockerfile(p)):
+            ctx = CheckContext(task_dir, visible, tuple(blob_paths), base, is_task=True)
             report = check_dockerfile(dockerfile, ctx)
             for f in report.findings:
                 add(f)
             sources += report.sources
 
     # Sizes and blobs: what is in git, what is ignored, what is declared.
-    files = [p for p in _walk(task_dir) if p.is_file()]
+    files = [p for p in walk_files(task_dir) if p.is_file()]
     decl_files = [task_dir / b for b, _ in blobs]
     ignored = git.ignored(files + decl_files)
     total = 0
@@ -227,7 +227,7 @@ def _check_task(task_dir: Path, git: _Git, add) -> None:
                         f"blob {rel} is not gitignored: it would be committed; add its "
                         "directory to .gitignore"))
         used = any(rel == s or rel.startswith(f"{s}/") or s in ("", ".")
-                   or (_has_glob(s) and PurePosixPath(rel).match(s)) for s in sources)
+                   or (has_glob(s) and PurePosixPath(rel).match(s)) for s in sources)
         if not used:
             add(Finding(task_dir / "task.toml", line, "blob-unused",
                         f"blob {rel} is not ADDed or COPYd by any Dockerfile", "warning"))
@@ -237,7 +237,7 @@ def _check_task(task_dir: Path, git: _Git, add) -> None:
 
 def _definition_finding(exc: Exception, root: Path) -> Finding:
     if isinstance(exc, DefinitionError):
-        return Finding(exc.path, _locate(exc.path, exc.field), "definition",
+        return Finding(exc.path, locate(exc.path, exc.field), "definition",
                        (f"[{exc.field}] " if exc.field else "") + exc.message)
     return Finding(root, None, "definition", str(exc))
 
@@ -258,8 +258,8 @@ def check_benchmark(root: Path) -> list[Finding]:
     git = _Git(root)
     bases = root / "bases"
     if bases.is_dir():
-        for dockerfile in (p for p in _walk(bases) if _is_dockerfile(p)):
-            ctx = _Context(dockerfile.parent, None)
+        for dockerfile in (p for p in walk_files(bases) if is_dockerfile(p)):
+            ctx = CheckContext(dockerfile.parent, None)
             findings += check_dockerfile(dockerfile, ctx).findings
     tasks = root / "tasks"
     for task_dir in sorted(tasks.iterdir()):

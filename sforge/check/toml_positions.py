@@ -41,7 +41,7 @@ def toml_lines(text: str) -> dict[str, int]:
     return lines
 
 
-def _locate(path: Path, fieldname: str | None) -> int | None:
+def locate(path: Path, fieldname: str | None) -> int | None:
     if not fieldname or not path.is_file():
         return None
     try:

@@ -1,0 +1,136 @@
+"""The package's layers: a module imports only its own layer or lower ones, no two modules import
+each other (at any depth, also through imports inside functions), and every module imports on its
+own in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sforge
+
+ROOT = Path(sforge.__file__).parent
+
+# Low to high. A module may import modules of its own layer and of the layers before it.
+LAYERS: list[set[str]] = [
+    {"core"},
+    {"benchmark"},
+    {"containers"},
+    {"grading"},
+    {"plan"},
+    {"build"},
+    {"scores"},
+    {"report"},
+    {"workflow"},
+    {"commands"},
+    {"check", "importers"},
+    {"service"},
+    {"runs"},
+    {"cli"},
+]
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _layer(module: str) -> str | None:
+    """The subpackage a module belongs to (None: the package's own __init__ and __main__)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in RANK) else None
+
+
+def _imports(module: str) -> list[tuple[int, str]]:
+    """(line, sforge module) for every import in the module: at module level, in functions, and
+    under TYPE_CHECKING alike (a layer must not even name a higher one's types)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                     for a in node.names]
+        else:
+            continue
+        found += [(node.lineno, n) for n in names
+                  if n in MODULES and n != module and n != "sforge"]
+    return found
+
+
+def test_the_walk_sees_every_layer() -> None:
+    layers = {_layer(m) for m in MODULES} - {None}
+    assert layers == set(RANK), layers ^ set(RANK)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    wrong = []
+    for module in sorted(MODULES):
+        own = _layer(module)
+        if own is None:
+            continue
+        for line, target in _imports(module):
+            other = _layer(target)
+            if other is None or other == own:
+                continue
+            if RANK[other] >= RANK[own]:
+                wrong.append(f"{MODULES[module].relative_to(ROOT.parent)}:{line}: {module} "
+                             f"({own}) imports {target} ({other})")
+    assert wrong == []
+
+
+def test_no_import_cycles() -> None:
+    graph = {m: {t for _, t in _imports(m)} for m in MODULES}
+    cycles = []
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycles.append(" -> ".join(stack[stack.index(t):] + [t]))
+            elif t not in state:
+                visit(t)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert cycles == []
+
+
+def test_the_check_sees_a_higher_import(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    low = tmp_path / "low.py"
+    low.write_text("def f():\n    from sforge.cli.main import main\n")
+    monkeypatch.setitem(MODULES, "sforge.core.fake", low)
+    assert (2, "sforge.cli.main") in _imports("sforge.core.fake")
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.endswith("__main__")))
+def test_every_module_imports_first(module: str) -> None:
+    """Imported first in a fresh interpreter, whatever it is: no order of imports is needed."""
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
