@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from sforge.benchmark.hashing import FolderHashCache, HashCache
-from sforge.core.fileio import loads_json, read_bytes
+from sforge.core.fileio import atomic_write_json, create_temp, loads_json, read_bytes
 from sforge.core.forking import fork_map
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,6 @@ def store_archive(store: Path, source: str, task: str, src: IO[bytes],
     import hashlib
     import os
 
-    from sforge.core.fileio import atomic_write_json, create_temp
 
     folder = store / source / task
     folder.mkdir(parents=True, exist_ok=True)

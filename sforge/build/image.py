@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from sforge.benchmark.blobs import ensure_blob
+from sforge.benchmark.dockerfile import copy_args, judge_image_uses, parse_dockerfile
 from sforge.benchmark.images import BASE_ARG, CONTEXT_DIRS, WORK_ARG, ImageRef, context_blobs
 from sforge.containers.engine import ContainerEngine
 from sforge.core.clock import now_iso
@@ -41,8 +42,6 @@ def _top(source: str) -> str:
 def judge_leaks(dockerfile: Path) -> list[str]:
     """COPY/ADD instructions of a work Dockerfile that reach into judge/ (hidden tests),
     in shell or JSON form, as `file:line: instruction`."""
-    from sforge.benchmark.dockerfile import copy_args, parse_dockerfile
-
     found = []
     for ins in parse_dockerfile(dockerfile.read_text(errors="replace")):
         if ins.keyword not in ("COPY", "ADD"):
@@ -56,8 +55,6 @@ def judge_leaks(dockerfile: Path) -> list[str]:
 def _refuse_judge_images(ref: ImageRef, dockerfile: Path, engine: ContainerEngine) -> None:
     """A work or base build must not read a judge image (FROM, COPY --from, RUN --mount):
     by name, or by a digest, id or other tag the daemon knows for one."""
-    from sforge.benchmark.dockerfile import judge_image_uses
-
     uses = judge_image_uses(dockerfile, engine.image_tags)
     if uses:
         raise _refused(ref, f"a {ref.kind} image must not read a judge image (the "

@@ -21,6 +21,7 @@ from sforge.importers.draft import (
     dockerfile_workdir,
     rewrite_copy_sources,
     split_installs,
+    task_id_for,
 )
 
 READERS = {"harbor": harbor, "terminal-bench": terminal_bench}
@@ -89,8 +90,6 @@ def ensure_benchmark(into: Path) -> None:
     if toml.is_file():
         return
     into.mkdir(parents=True, exist_ok=True)
-    from sforge.importers.draft import task_id_for
-
     toml.write_text(tomli_w.dumps({"name": task_id_for(into.resolve().name)}))
     (into / "tasks").mkdir(exist_ok=True)
 

@@ -11,6 +11,9 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sforge.commands.orchestrate import build_images
+from sforge.containers.docker import engine as shared_engine
+from sforge.containers.engine import ContainerSpec, EngineError, ExtractConflict
 from sforge.core.errors import InfrastructureError, SforgeError
 
 if TYPE_CHECKING:
@@ -47,8 +50,6 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
                    timeout: float | None = None) -> Path:
     """Run solution/solve.sh of `task` (a loaded sforge Task) in a container of its work image
     and store cwd as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
-    from sforge.containers.engine import ContainerSpec, EngineError, ExtractConflict
-
     solution = task.dir / "solution"
     if not (solution / "solve.sh").is_file():
         raise SforgeError(f"{task.id}: no solution/solve.sh")
@@ -99,9 +100,6 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
 def make_references(pipe, reports: list, ex) -> None:
     """For each written task with a solution: build its images (the conversion is only done
     when they build) and store its reference archive; problems land on the report."""
-    from sforge.commands.orchestrate import build_images
-    from sforge.containers.docker import engine
-
     todo = [r for r in reports if r.fits and r.task_id in pipe.bench.tasks]
     for err in pipe.bench.errors:
         for r in reports:
@@ -124,7 +122,7 @@ def make_references(pipe, reports: list, ex) -> None:
             continue
         agent_timeout = (task.metadata.get("imported") or {}).get("agent_timeout_sec")
         try:
-            path = make_reference(engine(), pipe.refs[task.id]["work"].tag, task,
+            path = make_reference(shared_engine(), pipe.refs[task.id]["work"].tag, task,
                                   reference_path(pipe.bench.root, task.id),
                                   timeout=agent_timeout)
         except SforgeError as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sforge import __version__
 from sforge.benchmark.hashing import FolderHashCache, HashCache
 from sforge.benchmark.images import ImageRef, base_ref, task_refs
 from sforge.benchmark.layout import Layout
@@ -52,8 +53,6 @@ class Pipeline:
     # construction ---------------------------------------------------------------
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Pipeline:
-        from sforge import __version__
-
         bench_dir = resolve(config["benchmark"])
         name = load_benchmark_name(bench_dir)
         layout = Layout.for_benchmark(resolve(config["results"]), name)

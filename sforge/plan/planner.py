@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from sforge.benchmark.images import ImageRef
+from sforge.containers.docker import engine
 from sforge.containers.engine import ContainerEngine, RegistryError
+from sforge.core.config import defaults
 from sforge.core.console import warn
 from sforge.core.errors import InfrastructureError
+from sforge.core.fileio import read_json
 from sforge.plan.pipeline import Pipeline
 
 
@@ -38,12 +41,6 @@ class Presence:
 
     def has(self, ref: ImageRef) -> bool:
         return ref.tag in (self.local or ()) or ref.tag in self.remote
-
-
-def engine() -> ContainerEngine:
-    from sforge.containers.docker import engine as shared
-
-    return shared()
 
 
 _UNREACHABLE: set[str] = set()  # optional registries that did not answer in this process
@@ -136,8 +133,6 @@ def plan_images(pipe: Pipeline, refs: list[ImageRef], found: Presence, force: bo
 
 def docker_builds(config: dict[str, Any]) -> int:
     """Image builds at once, on every path (CLI fast path, Snakemake, profiles)."""
-    from sforge.core.config import defaults
-
     return int(config.get("docker_builds") or defaults()["docker_builds"])
 
 
@@ -154,8 +149,6 @@ def plan_grading(pipe: Pipeline, ids: list[str] | None = None) -> GradePlan:
     """What grading would do: the result files missing, and how many of them re-grade an
     archive that has a result under an older key (judge image, settings or grading
     contract changed)."""
-    from sforge.core.fileio import read_json
-
     records = pipe.records(ids)
     results = sorted({p for _, p in records})
     pending = [p for p in results if not p.exists()]
