@@ -85,6 +85,55 @@ def test_eval_with_a_timeout_override_is_an_experiment(minibench, tmp_path):
     assert "1 submission(s)" in minibench.run("grade", check=True).stdout
 
 
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()} \
+        if root.is_dir() else set()
+
+
+@pytest.mark.docker
+def test_report_after_an_experiment_grades_nothing(minibench, tmp_path):
+    """On a benchmark without submissions, `sforge eval --timeout 15` (the task's own
+    timeout is 20) then `sforge report`: the report starts no judge, writes no result, and
+    its tables count no submission."""
+    toml = minibench.bench / "tasks" / "gamma" / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 30", "timeout_sec = 20"))
+    sub = archive(tmp_path / "s.tar.gz", {"answer.txt": "3"})
+    proc = minibench.run("eval", "--task", "gamma", "--archive", str(sub), "--timeout", "15",
+                         "--json", check=True)
+    view = json.loads(proc.stdout)
+    assert view["valid"] and view["judge_settings"]["timeout_sec"] == 15
+    root = minibench.results / minibench.name
+    evals = _files(root / "evals")
+    assert evals == {f"gamma/{view['key']}.json", f"gamma/{view['key']}.log"}
+    assert _files(root / "submissions") == set()
+    report = minibench.run("report", "-v", check=True)
+    assert "to grade" not in report.stderr and "gamma  manual" not in report.stderr, \
+        report.stderr
+    assert _files(root / "evals") == evals  # no judge ran: no result or log was written
+    assert "No graded submissions yet." in report.stdout, report.stdout
+    for table in ("scores.csv", "leaderboard.csv"):
+        assert len((root / table).read_text().splitlines()) == 1, table  # the header only
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_eval_refuses_a_timeout_that_is_not_a_positive_number(minibench, tmp_path, timeout):
+    """`--timeout` is a wall clock in seconds (> 0, finite, as [judge] timeout_sec): any
+    other value is an input error, and nothing is stored or graded (`--timeout 0` was
+    dropped, the archive stored among the leaderboard's submissions and graded under the
+    task's own timeout)."""
+    sub = archive(tmp_path / "s.tar.gz", {"answer.txt": "3"})
+    proc = minibench.run("eval", "--task", "gamma", "--archive", str(sub),
+                         f"--timeout={timeout}", "--json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["kind"] == "input" and "--timeout" in out["error"], out
+    assert "Traceback" not in proc.stderr, proc.stderr
+    root = minibench.results / minibench.name
+    for folder in ("submissions", "experiments", "evals"):
+        assert _files(root / folder) == set(), folder
+
+
 @pytest.mark.docker
 def test_judge_local_uses_the_same_limits_and_key(minibench, tmp_path):
     """Defect 3: config's archive_limits apply, and --timeout is in the key, which is the

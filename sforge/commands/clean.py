@@ -4,8 +4,12 @@ Every product is named by a content hash, so an edit leaves the old one behind i
 overwriting it: images under old tags, their sentinels and build logs, eval results under
 keys that no archive or judge setting asks for now. "Referenced" is decided by the same
 Pipeline that plans builds and grading, so clean can never remove what a build or a grade
-would use. A task that fails to load is left alone entirely: its current hashes are
-unknown, so nothing of it can be shown to be unreferenced.
+would use. The same holds for experiments (`sforge eval --timeout`): their archives stay,
+and so do their results and logs while the task's current judge and settings, with the
+timeout the result records, give their key (the same eval again would find them). A claim
+stays while its holder may still finish, and history/ is never touched. A task that fails
+to load is left alone entirely: its current hashes are unknown, so nothing of it can be
+shown to be unreferenced.
 """
 
 from __future__ import annotations
@@ -19,13 +23,18 @@ from pathlib import Path
 from sforge.benchmark.layout import IMAGE_KINDS
 from sforge.benchmark.submissions import ARCHIVE_SUFFIXES, split_archive_name
 from sforge.containers.engine import ContainerEngine
-from sforge.core.errors import InfrastructureError
+from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.core.fileio import loads_json, read_bytes
+from sforge.grading.claims import read_claim, stale_reason
+from sforge.grading.contract import judged_task
+from sforge.grading.results import eval_key
 from sforge.plan.pipeline import Pipeline
 
 KEY = re.compile(r"^([0-9a-f]{20})(?:\.|$)")
 DIGEST = re.compile(r"^[0-9a-f]{12}$")
 TEMP = re.compile(r"^\..+\.(tmp|part)$|^\.incoming\.")
 TEMP_AGE_S = 3600  # a temporary file younger than this may belong to a running write
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,50 @@ def _unreferenced_image(pipe, current, broken, kind: str, name: str, digest: str
     return None
 
 
+def _experiment_key(pipe: Pipeline, task_id: str, shas: set[str], path: Path) -> str | None:
+    """The key of the result file `path` when it is the result of an experiment archive
+    (sha256 in `shas`) that `sforge eval --timeout` would find now: the task's current judge
+    and settings with the timeout the result records; else None."""
+    try:
+        data = loads_json(read_bytes(path), bulk=True)
+        settings = data["judge_settings"]
+        sha, timeout = data["submission"], settings["timeout_sec"]
+        if sha not in shas or isinstance(timeout, bool):
+            return None
+        task = judged_task(pipe.bench.tasks[task_id], timeout)
+    except (OSError, ValueError, TypeError, KeyError, RecursionError, SforgeError):
+        return None
+    key = eval_key(pipe.refs[task_id]["judge"].tag, sha, task.judge_settings())
+    return key if key == path.stem else None
+
+
+def _experiment_keys(pipe: Pipeline, broken: set[str]) -> set[str]:
+    """The keys of the experiments' results that are still referenced (`_experiment_key`)."""
+    lay = pipe.layout
+    shas: dict[str, set[str]] = {}
+    for path in lay.experiments.glob("*/*/*"):
+        task, name = path.parent.name, split_archive_name(path.name)
+        if task in pipe.bench.tasks and task not in broken and name and SHA256.match(name):
+            shas.setdefault(task, set()).add(name)
+    keys = set(pipe.evals)
+    out = set()
+    for task, found in shas.items():
+        for path in (lay.root / "evals" / task).glob("*.json"):
+            if path.stem not in keys and KEY.match(path.name):
+                key = _experiment_key(pipe, task, found, path)
+                if key:
+                    out.add(key)
+    return out
+
+
+def _claim_held(path: Path) -> bool:
+    """Whether `path` is a grading claim whose holder may still finish."""
+    if not path.name.endswith(".claim"):
+        return False
+    record = read_claim(path)
+    return record is not None and stale_reason(path, record) is None
+
+
 def find_images(pipe: Pipeline, engine: ContainerEngine) -> list[Garbage]:
     current, broken = _current_digests(pipe), _broken_names(pipe)
     out = []
@@ -105,18 +158,18 @@ def find_files(pipe: Pipeline) -> list[Garbage]:
             if why:
                 add("build log", log, why)
 
-    keys = set(pipe.evals)
+    keys = set(pipe.evals) | _experiment_keys(pipe, broken)
     for task_dir in sorted(p for p in (lay.root / "evals").glob("*") if p.is_dir()):
         if task_dir.name in broken:
             continue
         gone = task_dir.name not in pipe.bench.tasks
         for path in sorted(task_dir.iterdir()):
             match = KEY.match(path.name)
-            if match and (gone or match.group(1) not in keys):
+            if match and (gone or match.group(1) not in keys) and not _claim_held(path):
                 add("result", path, f"no task {task_dir.name}" if gone else
-                    "no submission or judge setting asks for this key")
+                    "no submission, experiment or judge setting asks for this key")
 
-    for path in sorted(lay.store.glob("*/*/*")):
+    for path in sorted([*lay.store.glob("*/*/*"), *lay.experiments.glob("*/*/*")]):
         task = path.parent.name
         if task in broken or not path.is_file() or TEMP.match(path.name):
             continue

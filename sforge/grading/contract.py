@@ -3,13 +3,16 @@ override), and the archive and container limits from the configuration.
 
 `sforge eval`, the Snakemake rule, the judge service and tools/judge_local.py all grade
 through these, so the same archive under the same settings gets the same key and the same
-limits everywhere. The one grading function itself is `sforge.workflow.targets.grade`.
+limits everywhere. The one grading function itself is `sforge.workflow.snakemake.targets.grade`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING, Any
+
+from sforge.core.errors import SforgeError
 
 if TYPE_CHECKING:
     from sforge.benchmark.model import Task
@@ -19,9 +22,13 @@ if TYPE_CHECKING:
 
 def judged_task(task: Task, timeout: float | None = None) -> Task:
     """`task` with `timeout` (seconds) as its judge's wall clock; the eval key follows the
-    judge settings, so an override is graded under a key of its own."""
-    if not timeout:
+    judge settings, so an override is graded under a key of its own. A timeout that is not
+    a finite number of seconds above 0 (as [judge] timeout_sec) is an input error."""
+    if timeout is None:
         return task
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise SforgeError(f"--timeout {timeout}: expected a finite number of seconds "
+                          "above 0")
     return dataclasses.replace(task, judge=dataclasses.replace(task.judge,
                                                                timeout_sec=float(timeout)))
 
