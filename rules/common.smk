@@ -4,6 +4,7 @@
 import sys
 
 from sforge import targets as T
+from sforge.capacity import judge_demand
 from sforge.config import load_config
 from sforge.pipeline import get_pipeline
 from sforge.planner import docker_builds

@@ -29,7 +29,6 @@ from .images import ImageRef
 from .pipeline import EvalTarget, Pipeline
 from .planner import Presence
 from .results import EvalResult
-from .units import memory_mb
 
 if TYPE_CHECKING:
     from .claims import Claim
@@ -158,14 +157,6 @@ def ensure_judge_image(pipe: Pipeline, ref: ImageRef) -> None:
 
 
 # grading ----------------------------------------------------------------------------
-def judge_threads(pipe: Pipeline, task_id: str) -> int:
-    return max(1, math.ceil(pipe.bench.tasks[task_id].judge.cpus))
-
-
-def judge_mem_mb(pipe: Pipeline, task_id: str) -> int:
-    return memory_mb(pipe.bench.tasks[task_id].judge.memory)
-
-
 def judge_runtime_min(pipe: Pipeline, task_id: str) -> int:
     """Cluster wall clock: the judge timeout plus a margin for start-up and image pulls."""
     return math.ceil(pipe.bench.tasks[task_id].judge.timeout_sec / 60) + 5
