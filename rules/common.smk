@@ -4,6 +4,7 @@
 import sys
 
 from sforge.workflow import targets as T
+from sforge.grading.capacity import judge_demand
 from sforge.core.config import load_config
 from sforge.plan.pipeline import get_pipeline
 from sforge.plan.planner import docker_builds

@@ -15,9 +15,9 @@ rule evaluate:
     wildcard_constraints:
         key="[0-9a-f]{20}",
         task=ids_regex(P.bench.tasks),
-    threads: lambda w: T.judge_threads(P, w.task)
+    threads: lambda w: judge_demand(P.bench.tasks[w.task]).cores
     resources:
-        mem_mb=lambda w: T.judge_mem_mb(P, w.task),
+        mem_mb=lambda w: judge_demand(P.bench.tasks[w.task]).mem_mb,
         runtime=lambda w: T.judge_runtime_min(P, w.task),
     group:
         "judge"

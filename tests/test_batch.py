@@ -19,6 +19,7 @@ from test_grading import archive
 from sforge.core.config import load_config
 from sforge.core.errors import InfrastructureError
 from sforge.grading.batch import grade_batch
+from sforge.grading.capacity import judge_demand
 from sforge.plan.pipeline import Pipeline
 from sforge.workflow import targets
 
@@ -52,7 +53,7 @@ class Recorder:
         return targets.PendingGrade(target)
 
     def finish(self, pipe, pending, on_exit=None):  # type: ignore[no-untyped-def]
-        need = min(targets.judge_threads(pipe, pending.target.task), self.jobs)
+        need = min(judge_demand(pipe.bench.tasks[pending.target.task]).cores, self.jobs)
         with self.lock:
             self.cores += need
             self.running += 1

@@ -9,8 +9,9 @@ DAG, ~1.5 s, then bookkeeping per job), and it holds no place where the next con
 be made ready while the current judge runs.
 
 Packing follows the evaluate rule's resources under `-j N`, as Snakemake's local scheduler
-applies them: a judge takes ceil(cpus) cores (at most N) and its memory in MB (at most the
-machine's); judges start in plan order as cores and memory allow.
+applies them, by the one rule of sforge.grading.capacity: a judge takes ceil(cpus) cores (at most N)
+and its memory in MiB (at most the machine's); judges start in plan order as cores and
+memory allow.
 
 Ctrl-C stops the batch: no new judge starts, the running ones are stopped and their
 containers removed, and nothing they did is written (they are graded on the next run).
@@ -24,26 +25,10 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sforge.core.errors import SforgeError
+from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand
 from sforge.plan.pipeline import EvalTarget, Pipeline
-
-
-@dataclass(frozen=True)
-class Need:
-    cores: int
-    mem_mb: int
-
-
-def judge_need(pipe: Pipeline, target: EvalTarget, cores: int, mem_mb: int) -> Need:
-    """What one judge holds while it runs: the evaluate rule's threads and mem_mb, capped as
-    Snakemake caps a local job's (threads at the cores given, memory at the machine's)."""
-    from sforge.workflow.targets import judge_mem_mb, judge_threads
-
-    return Need(min(judge_threads(pipe, target.task), cores),
-                min(judge_mem_mb(pipe, target.task), mem_mb))
-
 
 Report = Callable[[EvalTarget, BaseException | None], None]
 
@@ -63,11 +48,11 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
     from sforge.workflow.snakemake import machine_memory_mb
     from sforge.workflow.targets import PendingGrade, finish_grade, prepare_grade, stop_grading
 
-    cores, mem_mb = max(1, jobs), machine_memory_mb()
-    free = [cores, mem_mb]
+    cores = max(1, jobs)
+    capacity = Capacity(cores, machine_memory_mb())
     waiting = list(targets)
     running: dict[str, threading.Thread] = {}
-    holding: dict[str, Need] = {}  # cores and memory of the judges not stopped yet
+    holding: dict[str, JudgeDemand] = {}  # cores and memory of the judges not stopped yet
     ready: dict[str, Future[PendingGrade]] = {}  # prepared ahead, in plan order
     # (target, stopped: its judge stopped, result still to come | done, error or None)
     events: queue.SimpleQueue[tuple[EvalTarget, bool, BaseException | None]] = \
@@ -87,22 +72,19 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
         return preparer.submit(prepare_grade, pipe, target, True)
 
     def release(target: EvalTarget) -> None:
-        need = holding.pop(target.key, None)
-        if need is not None:
-            free[0] += need.cores
-            free[1] += need.mem_mb
+        held = holding.pop(target.key, None)
+        if held is not None:
+            capacity.release(held)
 
     def start_what_fits() -> None:
         i = 0
-        while i < len(waiting) and free[0] > 0:
-            need = judge_need(pipe, waiting[i], cores, mem_mb)
-            if need.cores > free[0] or need.mem_mb > free[1]:
+        while i < len(waiting) and capacity.busy_cores < capacity.cores:
+            demand = judge_demand(pipe.bench.tasks[waiting[i].task])
+            if not capacity.fits(demand):
                 i += 1
                 continue
             target = waiting.pop(i)
-            free[0] -= need.cores
-            free[1] -= need.mem_mb
-            holding[target.key] = need
+            holding[target.key] = capacity.take(demand)
             pending = ready.pop(target.key, None) or prepare(target)
             # daemon: a stopped batch does not wait for a judge thread blocked on the daemon
             thread = threading.Thread(target=work, args=(target, pending), daemon=True,

@@ -1,5 +1,6 @@
 """What the endpoints stand on: the loaded benchmark, the state database, the scheduler,
-and the glue to the one grading function (sforge.workflow.targets.grade) and the eval store."""
+and the glue to the one grading function (sforge.workflow.targets.grade) and the eval
+store."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, BinaryIO
 
 from sforge.core.config import service_settings
 from sforge.core.errors import SforgeError
+from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand
 from sforge.plan.pipeline import EvalTarget, Pipeline
 from sforge.service import auth
 from sforge.service.scheduler import Scheduler, Ungradable
@@ -36,15 +38,19 @@ class Service:
             self.settings["max_concurrent"] = max_concurrent
         if max_pending is not None:
             self.settings["max_pending"] = max_pending
+        from sforge.workflow.snakemake import machine_memory_mb
+
         self.capacity = float(self.settings["max_concurrent"] or os.cpu_count() or 1)
+        # judges hold whole cores of `capacity` and MiB of this machine's memory
+        self.memory_mb = machine_memory_mb()
         run_bytes = self.settings.get("max_run_bytes")
         self.limits = Limits(max_pending=int(self.settings["max_pending"]),
                              max_run_bytes=None if run_bytes is None else int(run_bytes))
         self.dir = service_dir(pipe)
         self.admin_token = admin_token or auth.admin_token(self.dir / "admin.token")
         self.state = State(self.dir / "state.sqlite")
-        self.scheduler = Scheduler(self.state, self.capacity, self.grade_submission,
-                                   self._done)
+        self.scheduler = Scheduler(self.state, Capacity.of(self.capacity, self.memory_mb),
+                                   self.demand, self.grade_submission, self._done)
         self.draining = False
         self.started = time.time()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -111,6 +117,12 @@ class Service:
         from sforge.commands.orchestrate import result_view
 
         return result_view(self.pipe, result, source)
+
+    def demand(self, sub: dict[str, Any]) -> JudgeDemand:
+        """What the submission's judge holds while it runs (a task gone from the benchmark
+        runs no judge: its submission is answered at once)."""
+        task = self.pipe.bench.tasks.get(sub["task"])
+        return JudgeDemand(1, 0) if task is None else judge_demand(task)
 
     def grade_submission(self, sub: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Runs in a judge thread: (the stored result, False), or (the verdict of the one

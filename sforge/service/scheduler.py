@@ -1,8 +1,10 @@
-"""Judges within a CPU capacity, through the one grading function.
+"""Judges within a capacity of cores and memory, through the one grading function.
 
 The queue is the `queued` rows of the state database, oldest first. A judge starts when
-its `[judge] cpus` fit in what is left of `capacity` (a judge asking for more than the
-whole capacity runs alone). Two submissions with one eval key never run two judges: the
+its demand (sforge.grading.capacity: `[judge] cpus` rounded up to whole cores, and `[judge]
+memory`) fits in what is left of `capacity`, the rule of `sforge grade -j` and of the
+evaluate rule's resources (a judge asking for more than the whole capacity runs alone).
+Two submissions with one eval key never run two judges: the
 later waits and gets the earlier's result. Docker trouble puts the submission back in the
 queue with a growing delay (it is graded when the daemon returns, never marked invalid).
 """
@@ -18,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.grading.capacity import Capacity, JudgeDemand
 from sforge.service.state import State
 
 log = logging.getLogger("sforge.service")
@@ -35,16 +38,17 @@ class Ungradable(SforgeError):
 
 
 class Scheduler:
-    def __init__(self, state: State, capacity: float,
+    def __init__(self, state: State, capacity: Capacity,
+                 demand: Callable[[dict[str, Any]], JudgeDemand],
                  grade: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
                  on_done: Callable[[list[int]], None]):
         self.state = state
-        self.capacity = capacity
+        self.capacity = capacity    # held and released under self.cond
+        self.demand = demand        # submission row -> what its judge holds
         self.grade = grade          # submission row -> (result view, judged here?)
         self.on_done = on_done      # ids that now have a result (or were dropped)
         self.cond = threading.Condition()
-        self.busy = 0.0
-        self.running: dict[int, tuple[str, float]] = {}   # id -> (key, cpus)
+        self.running: dict[int, tuple[str, JudgeDemand]] = {}   # id -> (key, held)
         self.threads: dict[int, threading.Thread] = {}
         self.stopping = False
         self.durations: list[float] = []
@@ -91,7 +95,7 @@ class Scheduler:
         mean-judge-time / capacity seconds; with `waiting` clients refused, spreading their
         retries uniformly over the time those places take makes retries arrive about as
         fast as places free up (one herd retrying at once would mostly be refused again)."""
-        span = self.mean_duration() * max(1, waiting) / max(1.0, self.capacity)
+        span = self.mean_duration() * max(1, waiting) / self.capacity.cores
         return max(1, min(300, random.randint(1, max(1, math.ceil(span)))))
 
     # the loop -----------------------------------------------------------------------
@@ -116,11 +120,10 @@ class Scheduler:
         for sub in self.state.queued(time.time()):
             if sub["key"] in running_keys:
                 continue  # an identical archive is being judged: it gets that result
-            cpus = min(float(sub["cpus"]), self.capacity)
-            if self.busy and self.busy + cpus > self.capacity + 1e-9:
+            demand = self.demand(sub)
+            if not self.capacity.fits(demand):
                 break  # first come, first served: nothing overtakes the head
-            self.busy += cpus
-            self.running[sub["id"]] = (sub["key"], cpus)
+            self.running[sub["id"]] = (sub["key"], self.capacity.take(demand))
             running_keys.add(sub["key"])
             self.state.start(sub["id"])
             thread = threading.Thread(target=self._judge, args=(sub,), daemon=True,
@@ -158,9 +161,9 @@ class Scheduler:
                 self.durations.append(time.monotonic() - t0)
         finally:
             with self.cond:
-                _, cpus = self.running.pop(sub["id"], ("", 0.0))
+                _, held = self.running.pop(sub["id"], ("", JudgeDemand(0, 0)))
                 self.threads.pop(sub["id"], None)
-                self.busy = max(0.0, self.busy - cpus)
+                self.capacity.release(held)
                 self.cond.notify_all()
         if done:
             self.on_done(done)

@@ -54,7 +54,8 @@ CREATE TABLE IF NOT EXISTS submissions (
     sha256       TEXT NOT NULL,
     archive      TEXT NOT NULL,
     key          TEXT NOT NULL,     -- the eval key: same key, same result file
-    cpus         REAL NOT NULL,
+    cpus         REAL NOT NULL,     -- [judge] cpus when accepted (a record: a judge holds
+                                    -- what sforge.capacity gives for its task now)
     final        INTEGER NOT NULL DEFAULT 0,
     submitted_at TEXT NOT NULL,
     elapsed_s    REAL,

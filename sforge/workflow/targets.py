@@ -26,7 +26,6 @@ from sforge.containers.docker import engine
 from sforge.containers.engine import RegistryError
 from sforge.core.bulk import no_gc
 from sforge.core.errors import InfrastructureError, SforgeError
-from sforge.core.units import memory_mb
 from sforge.grading.results import EvalResult
 from sforge.plan.pipeline import EvalTarget, Pipeline
 from sforge.plan.planner import Presence
@@ -153,14 +152,6 @@ def ensure_judge_image(pipe: Pipeline, ref: ImageRef) -> None:
 
 
 # grading ----------------------------------------------------------------------------
-def judge_threads(pipe: Pipeline, task_id: str) -> int:
-    return max(1, math.ceil(pipe.bench.tasks[task_id].judge.cpus))
-
-
-def judge_mem_mb(pipe: Pipeline, task_id: str) -> int:
-    return memory_mb(pipe.bench.tasks[task_id].judge.memory)
-
-
 def judge_runtime_min(pipe: Pipeline, task_id: str) -> int:
     """Cluster wall clock: the judge timeout plus a margin for start-up and image pulls."""
     return math.ceil(pipe.bench.tasks[task_id].judge.timeout_sec / 60) + 5
@@ -196,8 +187,8 @@ def grade(pipe: Pipeline, target: EvalTarget) -> EvalResult:
     result is set aside into history/ and graded again. Returning normally always means the
     result file exists, so Snakemake never sees this job fail because another won the race.
 
-    It is its two halves in a row. A batch (sforge.grading.batch) runs `prepare_grade(ahead=True)`
-    of the next evals while the current judge is in `finish_grade`.
+    It is its two halves in a row. A batch (sforge.grading.batch) runs
+    `prepare_grade(ahead=True)` of the next evals while the current judge is in `finish_grade`.
     """
     return finish_grade(pipe, prepare_grade(pipe, target))
 
