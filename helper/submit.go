@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -406,10 +405,17 @@ func envList(name string, def []string) ([]string, error) {
 	return out, nil
 }
 
-// clean normalises a pattern or path the way the judge does: no "", "." components.
+// clean normalises a pattern or a [submission] paths entry the way the judge does: no
+// blanks around it (Python's str.strip), no "", "." components.
 func clean(p string) string {
+	return relPath(strings.TrimFunc(p, pySpace))
+}
+
+// relPath is a path of the workspace as the judge reads a member name: no "", "."
+// components; blanks are part of the name.
+func relPath(p string) string {
 	var parts []string
-	for _, c := range strings.Split(strings.TrimSpace(p), "/") {
+	for _, c := range strings.Split(p, "/") {
 		if c != "" && c != "." {
 			parts = append(parts, c)
 		}
@@ -424,32 +430,16 @@ func under(p, prefix string) bool {
 type selection struct {
 	paths      []string
 	everything bool
-	exclude    []string
+	exclude    []excludeRule
 }
 
-// excluded mirrors the judge's rules: a plain pattern is a path prefix, a glob without "/"
-// matches any component, a glob with "/" matches the path or one of its ancestors.
+// excluded is the judge's rule (exclude.go): a plain pattern is a path prefix, a glob
+// without "/" matches any component, a glob with "/" matches the path or one of its
+// ancestors.
 func (s selection) excluded(p string) bool {
-	for _, pat := range s.exclude {
-		switch {
-		case pat == "":
-		case !strings.ContainsAny(pat, "*?["):
-			if under(p, pat) {
-				return true
-			}
-		case strings.Contains(pat, "/"):
-			parts := strings.Split(p, "/")
-			for i := 1; i <= len(parts); i++ {
-				if ok, _ := path.Match(pat, strings.Join(parts[:i], "/")); ok {
-					return true
-				}
-			}
-		default:
-			for _, c := range strings.Split(p, "/") {
-				if ok, _ := path.Match(pat, c); ok {
-					return true
-				}
-			}
+	for _, rule := range s.exclude {
+		if rule.excludes(p) {
+			return true
 		}
 	}
 	return false
@@ -508,7 +498,7 @@ func pack(root string, paths, exclude []string) ([]byte, int, error) {
 		sel.everything = sel.everything || c == ""
 	}
 	for _, e := range exclude {
-		sel.exclude = append(sel.exclude, clean(e))
+		sel.exclude = append(sel.exclude, newExcludeRule(e))
 	}
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -518,7 +508,7 @@ func pack(root string, paths, exclude []string) ([]byte, int, error) {
 		if err != nil {
 			return err
 		}
-		rel := clean(filepath.ToSlash(p))
+		rel := relPath(filepath.ToSlash(p))
 		if rel == "" {
 			return nil
 		}

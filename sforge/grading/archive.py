@@ -34,7 +34,8 @@ Decisions (see the issue; each one is a trade-off written down):
   component-wise (`build`, `build/` and `./build` all drop `build` and everything under it, but
   not `builder` or `src/build`). A glob without `/` (`*.o`, `__pycache__*`) matches any path
   component, so a matching directory drops its contents too. A glob with `/` (`src/*.tmp`)
-  matches the whole path, or any ancestor of it, with fnmatch.
+  matches the whole path, or any ancestor of it, with fnmatch. The sforge-submit helper
+  applies the same rule (helper/exclude.go); helper/testdata/exclude_rules.json tests both.
 * Symlinks are kept only when their target, resolved relative to the link's directory and through
   the other symlinks of the archive, stays inside cwd AND inside the submitted paths (stricter
   than "inside cwd": a link `solution.txt -> tests/expected.txt` would let a submission read the
