@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sforge.archive import _Selection, filter_submission
-from sforge.model import SubmissionRules
+from sforge.benchmark.model import SubmissionRules
+from sforge.grading.archive import _Selection, filter_submission
 
 HELPER = Path(__file__).resolve().parents[1] / "helper"
 CASES = json.loads((HELPER / "testdata" / "exclude_rules.json").read_text())["cases"]
