@@ -1,4 +1,5 @@
-# One judge run per eval key (judge tag, archive sha256, judge settings, grading contract).
+# One judge run per eval key (judge tag, archive sha256, judge settings, the configured
+# limits that differ from the defaults, grading contract).
 # Several sforge processes may grade one results directory: the output is update()-flagged
 # so Snakemake never deletes a result another process wrote before this job runs
 # (Job.prepare), and the function's per-key claim makes it wait for that result instead of

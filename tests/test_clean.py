@@ -45,7 +45,7 @@ def _experiment(pipe: Pipeline, tmp_path: Path, timeout: float, answer: str = "3
     sub = store_archive(pipe.layout.experiments, "manual", "gamma", io.BytesIO(raw), "now")
     task = judged_task(pipe.bench.tasks["gamma"], timeout)
     tag = judge_tag or pipe.refs["gamma"]["judge"].tag
-    key = eval_key(tag, sub.sha256, task.judge_settings())
+    key = eval_key(tag, sub.sha256, task.judge_settings(), limits=pipe.key_limits)
     path = pipe.layout.eval_result("gamma", key)
     EvalResult(task="gamma", submission=sub.sha256, key=key, valid=True, score=3.0,
                summary="answer 3", judge_image=tag,

@@ -80,3 +80,20 @@ def test_replay_rescores_a_transcript_and_refuses_an_unfinished_one(tmp_path, mo
     game.replay(str(transcript))
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert result["valid"] is False and "before the game is over" in result["summary"]
+
+
+def test_game_servers_get_the_configured_judge_limits(tmp_path):
+    """A game container is bounded by config.yaml's judge_limits, as a judge container is:
+    its session's result is keyed with those limits."""
+    from sforge.core.config import user_config
+    from sforge.plan.pipeline import Pipeline
+    from sforge.service.games import GameSessions
+
+    config = user_config(None, {"benchmark": str(EDGEBENCH), "results": str(tmp_path),
+                                "judge_limits": {"pids": 77}})
+    sessions = GameSessions.__new__(GameSessions)  # only what makes a game server
+    sessions.pipe = Pipeline.from_config(config)
+    sessions.settings = games_settings(config)
+    server = sessions._server(sessions.pipe.bench.tasks["number_guess"], tmp_path / "g.log")
+    assert server.spec(()).pids == 77
+    assert sessions.pipe.key_limits == {"judge_limits": {"pids": 77}}

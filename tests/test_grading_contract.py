@@ -23,9 +23,10 @@ from sforge.plan.planner import plan_grading
 
 
 def test_contract_is_part_of_the_key(monkeypatch):
-    before = eval_key("b.judge.t:0123456789ab", "0" * 64, {"timeout_sec": 5})
+    before = eval_key("b.judge.t:0123456789ab", "0" * 64, {"timeout_sec": 5}, limits={})
     monkeypatch.setattr(results, "GRADING_CONTRACT", results.GRADING_CONTRACT + 1)
-    assert eval_key("b.judge.t:0123456789ab", "0" * 64, {"timeout_sec": 5}) != before
+    assert eval_key("b.judge.t:0123456789ab", "0" * 64, {"timeout_sec": 5},
+                    limits={}) != before
 
 
 def test_report_caches_follow_the_contract(monkeypatch):
@@ -37,9 +38,9 @@ def test_report_caches_follow_the_contract(monkeypatch):
     bench = load_benchmark(FIXTURES / "minibench")
     task = bench.tasks["alpha"]
     judge = ImageRef("judge", "alpha", "0123456789ab", f"{bench.name}.judge.alpha")
-    before = task_definition(bench, task, judge)
+    before = task_definition(bench, task, judge, limits={})
     monkeypatch.setattr(results, "GRADING_CONTRACT", results.GRADING_CONTRACT + 1)
-    assert task_definition(bench, task, judge) != before
+    assert task_definition(bench, task, judge, limits={}) != before
 
 
 def test_plan_counts_what_it_will_regrade(tmp_path):
@@ -153,7 +154,7 @@ def test_judge_local_uses_the_same_limits_and_key(minibench, tmp_path):
     local = json.loads(proc.stdout)
     task = load_benchmark(minibench.bench).tasks["gamma"]
     assert local["key"] == eval_key(local["judge_image"], local["submission"],
-                                    judged_task(task, 7).judge_settings())
+                                    judged_task(task, 7).judge_settings(), limits={})
     evaluated = minibench.run("eval", "--task", "gamma", "--archive", str(two), "--timeout",
                               "7", "--json", check=True)
     assert json.loads(evaluated.stdout)["key"] == local["key"]
@@ -193,3 +194,145 @@ def test_grading_reads_the_archive_once_to_hash_and_once_to_filter(minibench, tm
     stored = [p for p in _OPENS if not Path(p).name.startswith(".")]
     assert len(stored) == 1, _OPENS  # the filter's read; its hash came from storing it
     assert view["submission"] == Path(stored[0]).name.split(".")[0]
+
+
+# -- the configuration's limits in the key -----------------------------------------------------
+SHA = "ab" * 32
+# Each changes what a judge run can decide: a refused archive, a fork that fails, a full disk.
+VERDICT_LIMITS = [{"archive_limits": {"max_members": 1}},
+                  {"archive_limits": {"max_bytes": 4096}},
+                  {"judge_limits": {"pids": 64}},
+                  {"judge_limits": {"writable": "1g"}},
+                  {"judge_limits": {"writable": None}}]
+
+
+def _pipe(tmp_path: Path, limits: dict) -> Pipeline:
+    bench = tmp_path / "bench"
+    if not bench.exists():
+        copy_bench(FIXTURES / "minibench", bench)
+    return Pipeline.from_config(user_config(None, {"benchmark": str(bench),
+                                                   "results": str(tmp_path / "results"),
+                                                   **limits}))
+
+
+def _old_key(pipe: Pipeline, task: str, sha: str) -> str:
+    """The key as sforge made it before the configuration's limits joined it: the hash of
+    exactly {contract, judge, settings, submission}."""
+    import hashlib
+
+    material = {"contract": results.GRADING_CONTRACT, "judge": pipe.refs[task]["judge"].tag,
+                "settings": pipe.bench.tasks[task].judge_settings(), "submission": sha}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def test_a_verdict_limit_changes_the_key_everywhere_it_is_made(tmp_path):
+    """Two configurations that differ only in a limit that can move a verdict key the same
+    archive differently: the eval target, the batch's result paths and the report cache's
+    task definition all follow it."""
+    from sforge.scores.folders import task_definition
+
+    def made(pipe: Pipeline) -> tuple[str, str, str]:
+        key = pipe.eval_target("gamma", SHA, tmp_path / "a.tar.gz").key
+        keyer = results.eval_keyer(pipe.refs["gamma"]["judge"].tag,
+                                   pipe.bench.tasks["gamma"].judge_settings(),
+                                   limits=pipe.key_limits)
+        return key, keyer(SHA), task_definition(pipe.bench, pipe.bench.tasks["gamma"],
+                                                pipe.refs["gamma"]["judge"],
+                                                limits=pipe.key_limits)
+
+    default = made(_pipe(tmp_path, {}))
+    seen = {default[0]}
+    for limits in VERDICT_LIMITS:
+        other = made(_pipe(tmp_path, limits))
+        assert other[0] == other[1], limits
+        assert other[0] not in seen, f"{limits} keys as another configuration does"
+        assert other[2] != default[2], limits
+        seen.add(other[0])
+
+
+def test_the_default_limits_keep_every_key_as_it_was(tmp_path):
+    """At their defaults, stated or not, the limits add nothing to the key: an upgrade
+    re-grades nothing. A limit written another way with the same meaning keys the same."""
+    assert eval_key("b.judge.t:0123456789ab", "0" * 64, {"timeout_sec": 5},
+                    limits={}) == "6a544bc88da1bdbfe79f"  # made before the limits joined
+    pipe = _pipe(tmp_path, {})
+    assert pipe.key_limits == {}
+    assert pipe.eval_target("gamma", SHA, tmp_path / "a.tar.gz").key == \
+        _old_key(pipe, "gamma", SHA)
+    stated = _pipe(tmp_path, {"archive_limits": {"max_members": 10_000, "max_bytes": 1 << 30},
+                              "judge_limits": {"pids": 4096, "writable": "10G"}})
+    assert stated.key_limits == {}
+    assert stated.eval_target("gamma", SHA, tmp_path / "a.tar.gz").key == \
+        _old_key(pipe, "gamma", SHA)
+    one = _pipe(tmp_path, {"judge_limits": {"writable": "1g", "pids": 64}})
+    same = _pipe(tmp_path, {"judge_limits": {"pids": 64, "writable": "1024m"}})
+    assert one.eval_target("gamma", SHA, tmp_path / "a.tar.gz").key == \
+        same.eval_target("gamma", SHA, tmp_path / "a.tar.gz").key
+
+
+def test_the_judge_keys_a_refused_archive_with_its_limits(tmp_path):
+    """run_judge, given no key, makes the one the pipeline makes under the same limits (a
+    refused archive needs no container, so no engine is asked)."""
+    from sforge.grading.contract import archive_limits, container_limits
+    from sforge.grading.judge import run_judge
+
+    strict = {"archive_limits": {"max_members": 1}, "judge_limits": {"pids": 64}}
+    pipe = _pipe(tmp_path, strict)
+    two = archive(tmp_path / "two.tar.gz", {"answer.txt": "3", "notes.txt": "x"})
+    import hashlib
+
+    sha = hashlib.sha256(two.read_bytes()).hexdigest()
+    r = run_judge(None, pipe.refs["gamma"]["judge"].tag, pipe.bench.tasks["gamma"], two,
+                  limits=archive_limits(pipe.config),
+                  container_limits=container_limits(pipe.config))
+    assert not r.valid and "exceeds 1 members" in (r.reason or "")
+    assert r.key == pipe.eval_target("gamma", sha, two).key != _old_key(pipe, "gamma", sha)
+
+
+@pytest.mark.docker
+def test_a_changed_limit_regrades_and_the_old_result_comes_back(minibench, tmp_path):
+    """Grade; grade under a --config with a stricter archive limit: the archive is graded
+    again under a new key, and `snakemake`, `sforge eval` and judge_local make that key
+    too; back to the default limits: nothing is judged, the first result serves again."""
+    from test_grading import results_of
+
+    sub = archive(minibench.bench / "submissions" / "s1" / "gamma" / "run1.tar.gz",
+                  {"answer.txt": "3", "notes.txt": "x"})
+    evals = minibench.results / minibench.name / "evals" / "gamma"
+    plain, strict = tmp_path / "plain.yaml", tmp_path / "strict.yaml"
+    plain.write_text("archive_limits: {}\n")
+    strict.write_text("archive_limits:\n  max_members: 1\n")
+
+    first = minibench.run("grade", "--config", str(plain), check=True)
+    assert "1 graded" in first.stdout, first.stdout
+    (old,) = evals.glob("*.json")
+    old_text = old.read_text()
+    assert json.loads(old_text)["valid"] is True
+
+    second = minibench.run("grade", "--config", str(strict), check=True)
+    assert "1 graded" in second.stdout, second.stdout
+    (new,) = set(evals.glob("*.json")) - {old}
+    verdict = json.loads(new.read_text())
+    assert not verdict["valid"] and "exceeds 1 members" in verdict["reason"], verdict
+    assert old.read_text() == old_text
+    graded = results_of(minibench)
+
+    snake = subprocess.run(
+        [sys.executable, "-m", "snakemake", "grade", "--cores", "1", "--configfile",
+         str(strict), "--config", f"benchmark={minibench.bench}",
+         f"results={minibench.results}"], cwd=REPO, capture_output=True, text=True)
+    assert snake.returncode == 0, snake.stderr[-3000:]
+    evaluated = minibench.run("eval", "--config", str(strict), "--task", "gamma",
+                              "--archive", str(sub), "--json", check=True)
+    assert json.loads(evaluated.stdout)["key"] == new.stem
+    assert "already graded" in evaluated.stderr
+    local = subprocess.run([sys.executable, str(REPO / "tools" / "judge_local.py"),
+                            str(minibench.bench / "tasks" / "gamma"), str(sub),
+                            "--config", str(strict)], capture_output=True, text=True)
+    assert local.returncode == 0, local.stderr
+    assert json.loads(local.stdout)["key"] == new.stem
+    assert results_of(minibench) == graded
+
+    back = minibench.run("grade", "--config", str(plain), check=True)
+    assert "0 graded" in back.stdout, back.stdout
+    assert results_of(minibench) == graded and old.read_text() == old_text

@@ -139,7 +139,7 @@ def test_valid_result(client, judges, make_archive, tmp_path: Path) -> None:
     assert r.metrics["pwd"] == "/home/workspace/app"
     sha = hashlib.sha256(archive.read_bytes()).hexdigest()
     assert r.submission == sha
-    assert r.key == eval_key(tag, sha, task.judge_settings())
+    assert r.key == eval_key(tag, sha, task.judge_settings(), limits={})
     assert (r.task, r.judge_image, r.judge_settings) == ("inspect", tag, task.judge_settings())
     assert r.exit_code == 0 and not r.timed_out and not r.oom_killed
     assert r.sforge_version == sforge.__version__

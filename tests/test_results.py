@@ -87,15 +87,19 @@ def test_missing_result_is_none(tmp_path: Path) -> None:
 
 
 def test_eval_keyer_makes_eval_keys_byte_for_byte():
-    """The per-task key maker composes the very JSON eval_key always hashed."""
+    """The per-task key maker composes the very JSON eval_key always hashed; limits that
+    differ from the defaults join it as "limits", none leave it as it was."""
     import hashlib
     import json
 
     from sforge.grading.results import GRADING_CONTRACT, eval_key, eval_keyer
 
     settings = {"cmd": 'sh "run"', "paths": ["."], "timeout_sec": 60, "cwd": "/wörk"}
-    for tag, sha in [("b.judge.t:0123456789ab", "f" * 64), ("x", 'quote"d')]:
-        whole = json.dumps({"contract": GRADING_CONTRACT, "judge": tag, "submission": sha,
-                            "settings": settings}, sort_keys=True)
-        assert eval_keyer(tag, settings)(sha) == eval_key(tag, sha, settings) == \
-            hashlib.sha256(whole.encode()).hexdigest()[:20]
+    for limits in ({}, {"judge_limits": {"writable": None, "pids": 64}}):
+        for tag, sha in [("b.judge.t:0123456789ab", "f" * 64), ("x", 'quote"d')]:
+            whole = json.dumps({"contract": GRADING_CONTRACT, "judge": tag, "submission": sha,
+                                "settings": settings, **({"limits": limits} if limits else {})},
+                               sort_keys=True)
+            assert eval_keyer(tag, settings, limits=limits)(sha) == \
+                eval_key(tag, sha, settings, limits=limits) == \
+                hashlib.sha256(whole.encode()).hexdigest()[:20]

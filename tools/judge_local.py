@@ -4,8 +4,8 @@
 No Snakemake and no results directory: the judge image is the one the task's files hash to
 (build it first with `sforge build --task ID`), or --image. Shares the judge-run code with
 `sforge eval`, and its limits (config.yaml's archive_limits and judge_limits) and eval key
-(--timeout included). Usage: tools/judge_local.py TASK_DIR ARCHIVE [--image TAG]
-[--timeout S] [--config FILE]
+(--timeout and the limits that differ from the defaults included). Usage:
+tools/judge_local.py TASK_DIR ARCHIVE [--image TAG] [--timeout S] [--config FILE]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sforge.benchmark.rescaling import rescale
 from sforge.containers.docker import DockerEngine
 from sforge.core.config import user_config
 from sforge.core.errors import SforgeError
-from sforge.grading.contract import archive_limits, container_limits, judged_task
+from sforge.grading.contract import archive_limits, container_limits, judged_task, key_limits
 from sforge.grading.results import eval_key
 
 
@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_judge(engine, image, task, args.archive,
                            limits=archive_limits(config),
                            container_limits=container_limits(config), submission=sha,
-                           key=eval_key(image, sha, task.judge_settings()))
+                           key=eval_key(image, sha, task.judge_settings(),
+                                        limits=key_limits(config)))
     except SforgeError as exc:
         print(f"judge_local: error: {exc}", file=sys.stderr)
         return 2

@@ -89,7 +89,8 @@ def _experiment_key(pipe: Pipeline, task_id: str, shas: set[str], path: Path) ->
         task = judged_task(pipe.bench.tasks[task_id], timeout)
     except (OSError, ValueError, TypeError, KeyError, RecursionError, SforgeError):
         return None
-    key = eval_key(pipe.refs[task_id]["judge"].tag, sha, task.judge_settings())
+    key = eval_key(pipe.refs[task_id]["judge"].tag, sha, task.judge_settings(),
+                   limits=pipe.key_limits)
     return key if key == path.stem else None
 
 

@@ -91,6 +91,7 @@ from sforge.core.errors import InfrastructureError
 from sforge.core.fileio import HeadTail, open_regular
 from sforge.core.units import parse_memory
 from sforge.grading.archive import ArchiveError, ArchiveLimits, FilteredArchive, filter_submission
+from sforge.grading.contract import limits_in_key
 from sforge.grading.results import EvalResult, eval_key
 
 log = logging.getLogger(__name__)
@@ -510,7 +511,8 @@ def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
     """Grade `archive` with the judge `image` of `task`; return the verdict as an EvalResult.
 
     `submission` is the archive's sha256 and `key` the eval key; both are computed when not
-    given (the caller usually has them: `eval_key(judge_tag, sha, task.judge_settings())`).
+    given (the caller usually has them: `Pipeline.eval_target`; computed, the key holds
+    `limits` and `container_limits` as sforge.grading.contract.limits_in_key says).
     `timeout` overrides `[judge] timeout_sec`. `log_path` receives the judge's stdout and
     stderr, followed by a few "[sforge]" lines. `copy_out`: on a local engine, result.json
     comes out through a private bind-mounted directory (one archive round trip less; the
@@ -579,7 +581,8 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
     submission = submission or _archive_sha256(archive)
     settings = task.judge_settings()
     wall = float(timeout if timeout is not None else task.judge.timeout_sec)
-    key = key or eval_key(image, submission, settings)
+    key = key or eval_key(image, submission, settings,
+                          limits=limits_in_key(limits, container_limits))
 
     try:
         filtered = filter_submission(archive, task.submission, limits, task.environment.cwd)
@@ -593,8 +596,7 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
             if filtered.warnings:  # said where people look: the summary
                 fields["summary"] = " ".join([*(f"[sforge: {w}]" for w in filtered.warnings),
                                               fields["summary"]]).strip()
-            return EvalResult(task=task.id, submission=submission,
-                              key=key or eval_key(image, submission, settings),
+            return EvalResult(task=task.id, submission=submission, key=key,
                               judge_image=image, judge_settings=settings,
                               sforge_version=__version__, changed=filtered.changed,
                               warnings=filtered.warnings,

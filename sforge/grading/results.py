@@ -92,34 +92,44 @@ def _capped_dict(data: dict[str, Any], budget: int) -> dict[str, Any]:
     return out
 
 
-# How sforge itself grades: the archive filter and its limits, what metadata extraction
-# keeps, the judge container's hardening, how result.json is read. It is part of every eval
-# key, so bump it when (and only when) a change to any of those can move a verdict: every
-# result then re-grades once, and `sforge plan` says how many. History:
+# How sforge itself grades: the archive filter and the defaults of its limits, what metadata
+# extraction keeps, the judge container's hardening and the defaults of its limits, how
+# result.json is read. It is part of every eval key, so bump it when (and only when) a change
+# to any of those can move a verdict: every result then re-grades once, and `sforge plan`
+# says how many. The limits config.yaml sets apart from those defaults (archive_limits,
+# judge_limits) are the key's `limits` (sforge.grading.contract.key_limits). History:
 #   1  the key records the contract (archive headers count toward the size cap, a corrupt
 #      archive is an invalid result, judge containers bounded in pids).
 GRADING_CONTRACT = 1
 
 
-def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any]) -> str:
-    """Same key, same result: judge image, archive bytes, the judge's runtime settings and
-    the grading contract."""
-    return eval_keyer(judge_tag, settings)(submission_sha256)
+def eval_key(judge_tag: str, submission_sha256: str, settings: dict[str, Any], *,
+             limits: dict[str, Any]) -> str:
+    """Same key, same result: judge image, archive bytes, the judge's runtime settings, the
+    limits that differ from the defaults (sforge.grading.contract.key_limits: {} at the
+    defaults) and the grading contract."""
+    return eval_keyer(judge_tag, settings, limits=limits)(submission_sha256)
 
 
-def key_head(judge_tag: str, settings: dict[str, Any]) -> str:
+def key_head(judge_tag: str, settings: dict[str, Any], *, limits: dict[str, Any]) -> str:
     """What keys every result of one judge and its settings, the archive apart: the grading
-    contract, the judge image, the judge's runtime settings. Anything cached from results
-    (sforge.scores.folders) depends on exactly this."""
-    return json.dumps({"contract": GRADING_CONTRACT, "judge": judge_tag,
-                       "settings": settings}, sort_keys=True)
+    contract, the judge image, the judge's runtime settings and the configured limits that
+    differ from the defaults (absent when none do, so default limits leave every key as it
+    was). Anything cached from results (sforge.scores.folders) depends on exactly this."""
+    material: dict[str, Any] = {"contract": GRADING_CONTRACT, "judge": judge_tag,
+                                "settings": settings}
+    if limits:
+        material["limits"] = limits
+    return json.dumps(material, sort_keys=True)
 
 
-def eval_keyer(judge_tag: str, settings: dict[str, Any]) -> Callable[[str], str]:
-    """eval_key of one judge and its settings, for many archives: the JSON of
-    {"contract", "judge", "settings", "submission"} (sorted keys, so the archive's sha256
-    comes last) is made once up to the sha256 (100,000 keys: seconds → a tenth)."""
-    head = key_head(judge_tag, settings)[:-1] + ', "submission": '
+def eval_keyer(judge_tag: str, settings: dict[str, Any], *,
+               limits: dict[str, Any]) -> Callable[[str], str]:
+    """eval_key of one judge, its settings and limits, for many archives: the JSON of
+    {"contract", "judge", "limits" (when any), "settings", "submission"} (sorted keys, so
+    the archive's sha256 comes last) is made once up to the sha256 (100,000 keys: seconds →
+    a tenth)."""
+    head = key_head(judge_tag, settings, limits=limits)[:-1] + ', "submission": '
 
     def key(submission_sha256: str) -> str:
         blob = f"{head}{json.dumps(submission_sha256)}}}"

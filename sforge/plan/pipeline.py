@@ -151,12 +151,21 @@ class Pipeline:
             self._submissions = [f.submission() for f in self.found()]
         return self._submissions
 
+    @functools.cached_property
+    def key_limits(self) -> dict[str, Any]:
+        """The configuration's limits as every eval key of this pipeline holds them
+        (sforge.grading.contract.key_limits: {} at the defaults)."""
+        from sforge.grading.contract import key_limits
+
+        return key_limits(self.config)
+
     def eval_target(self, task_id: str, sha256: str, archive: Path,
                     task: Task | None = None) -> EvalTarget:
-        """`task` overrides the loaded one (e.g. another timeout); the key follows it."""
+        """`task` overrides the loaded one (e.g. another timeout); the key follows it, and
+        the configuration's limits."""
         task = task or self.bench.tasks[task_id]
         judge = self.refs[task_id]["judge"]
-        key = eval_key(judge.tag, sha256, task.judge_settings())
+        key = eval_key(judge.tag, sha256, task.judge_settings(), limits=self.key_limits)
         return EvalTarget(key, task_id, sha256, archive, judge, task)
 
     @functools.cached_property
@@ -180,7 +189,8 @@ class Pipeline:
         if wanted not in self._rows:
             # eval_target's key and eval_path's path, made per task (100,000 records)
             keyers = {t: eval_keyer(self.refs[t]["judge"].tag,
-                                    self.bench.tasks[t].judge_settings()) for t in wanted}
+                                    self.bench.tasks[t].judge_settings(),
+                                    limits=self.key_limits) for t in wanted}
             folders = {t: os.fspath(self.layout.eval_result(t, "-").parent) for t in wanted}
 
             def result_of(task: str, sha256: str) -> str:

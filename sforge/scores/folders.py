@@ -8,7 +8,8 @@ mtime and ctime, and sforge only ever writes results (and its own archive store)
 atomic rename, so a regraded, set-aside or new result, and a new, removed or replaced
 archive, all change a folder. A task's fingerprint is those folder stats plus everything of
 the task its tables and page show (what keys its results, as sforge.grading.results.key_head says:
-the grading contract, judge tag and settings; scoring settings; name, version, metadata).
+the grading contract, judge tag and settings, the configured limits that differ from the
+defaults; scoring settings; name, version, metadata).
 Its tables and page are taken again from the cache while the fingerprint holds.
 
 What a folder stat cannot see is a file rewritten in place under the same name (`cp` over an
@@ -29,6 +30,7 @@ import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from sforge.benchmark.images import ImageRef
 from sforge.benchmark.model import Benchmark, Task
@@ -58,9 +60,11 @@ def _stat(path: str, now: int) -> str | None:
     return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def task_definition(bench: Benchmark, task: Task, judge: ImageRef | None) -> str:
-    """Everything of a task (not of its folders) that its tables and page depend on."""
-    keyed = key_head(judge.tag, task.judge_settings()) if judge else None
+def task_definition(bench: Benchmark, task: Task, judge: ImageRef | None, *,
+                    limits: dict[str, Any]) -> str:
+    """Everything of a task (not of its folders) that its tables and page depend on;
+    `limits` as its eval keys hold them (sforge.grading.contract.key_limits)."""
+    keyed = key_head(judge.tag, task.judge_settings(), limits=limits) if judge else None
     return json.dumps([keyed, task.name,
                        task.version, task.category, task.score.direction, task.score.rescale,
                        sorted(task.metadata.items(), key=str), bench.excluded(task)],
@@ -68,10 +72,11 @@ def task_definition(bench: Benchmark, task: Task, judge: ImageRef | None) -> str
 
 
 def fingerprints(bench: Benchmark, judges: dict[str, ImageRef], roots: Iterable[Path],
-                 evals: Path, head: str, ids: Iterable[str] | None = None
-                 ) -> dict[str, str | None]:
+                 evals: Path, head: str, ids: Iterable[str] | None = None, *,
+                 limits: dict[str, Any]) -> dict[str, str | None]:
     """task → fingerprint of its folders and definition (None: a folder is too fresh).
-    `head` holds what every task depends on (sforge version, budgets)."""
+    `head` holds what every task depends on (sforge version, budgets); `limits` the
+    configuration's limits as the eval keys hold them."""
     now = time.time_ns()
     sources = [s for root in roots for s in _sources(Path(root))]
     out: dict[str, str | None] = {}
@@ -82,7 +87,8 @@ def fingerprints(bench: Benchmark, judges: dict[str, ImageRef], roots: Iterable[
         if None in stats:
             out[task_id] = None
             continue
-        text = "\0".join([head, task_definition(bench, task, judges.get(task_id)),
+        text = "\0".join([head, task_definition(bench, task, judges.get(task_id),
+                                                 limits=limits),
                           *(f"{name}={st}" for (name, _), st in zip(sources, stats[:-1],
                                                                      strict=True)),
                           f"evals={stats[-1]}"])

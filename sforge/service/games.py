@@ -44,7 +44,8 @@ from sforge.containers import owner
 from sforge.containers.engine import EngineError
 from sforge.core.config import games_settings
 from sforge.core.errors import InfrastructureError, SforgeError
-from sforge.grading.judge import _SETUP, TASK_LABEL, _JudgeRun
+from sforge.grading.contract import container_limits
+from sforge.grading.judge import _SETUP, TASK_LABEL, ContainerLimits, _JudgeRun
 from sforge.service.state import now_iso
 
 log = logging.getLogger("sforge.service")
@@ -92,8 +93,9 @@ class GameServer(_JudgeRun):
 
     LIVE_LOG = False  # stdout is the protocol channel; the log is read from the daemon
 
-    def __init__(self, engine, image: str, task: Task, log_path: Path, max_line: int):
-        super().__init__(engine, image, task, 0.0, log_path)
+    def __init__(self, engine, image: str, task: Task, log_path: Path, max_line: int,
+                 limits: ContainerLimits | None = None):
+        super().__init__(engine, image, task, 0.0, log_path, limits)
         self.max_line = max_line
         self.sock: socket.socket | None = None
         self._keep: Any = None      # the SocketIO owning self.sock
@@ -239,6 +241,13 @@ class GameSessions:
 
         return engine()
 
+    def _server(self, task: Task, log_path: Path) -> GameServer:
+        """The game container of `task`, bounded by config.yaml's judge_limits as a judge
+        is (its session's result is keyed with them)."""
+        return GameServer(self.engine, self.pipe.refs[task.id]["judge"].tag, task, log_path,
+                          int(self.settings["max_step_bytes"]),
+                          container_limits(self.pipe.config))
+
     # life ---------------------------------------------------------------------------
     def start(self) -> None:
         """End what a previous service left open (before any sweep removes its container
@@ -311,9 +320,7 @@ class GameSessions:
         index, transcript = self._claim(run, task, sid)
         try:
             self.service.prepare(task.id)
-            image = self.pipe.refs[task.id]["judge"].tag
-            server = GameServer(self.engine, image, task, transcript.with_suffix(".log"),
-                                int(self.settings["max_step_bytes"]))
+            server = self._server(task, transcript.with_suffix(".log"))
             server.create_game(sid, index)
         except (InfrastructureError, SforgeError) as exc:
             self._exec("DELETE FROM game_sessions WHERE id = ?", sid)  # spends nothing
@@ -559,8 +566,7 @@ class GameSessions:
                        "end_reason = ? WHERE id = ?", now_iso(),
                        "the service restarted (task no longer in the benchmark)", row["id"])
             return
-        server = GameServer(self.engine, self.pipe.refs[task.id]["judge"].tag, task,
-                            transcript.with_suffix(".log"), int(self.settings["max_step_bytes"]))
+        server = self._server(task, transcript.with_suffix(".log"))
         server.id = row["container"]
         sess = Session(row["id"], row["run_id"], task, row["idx"], server, transcript,
                        row["created_ts"], row["created_ts"], steps=steps)
