@@ -19,7 +19,7 @@ from sforge.core.fileio import create_temp
 
 
 class BlobError(SforgeError):
-    pass
+    """A blob that cannot be had: unreachable everywhere, or its bytes not the declared sha256."""
 
 
 def blob_urls(bench: Benchmark, env: Mapping[str, str] | None = None) -> list[str]:

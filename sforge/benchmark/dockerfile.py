@@ -17,12 +17,14 @@ from sforge.benchmark.images import BASE_ARG, WORK_ARG  # noqa: F401 (the names 
 
 @dataclass
 class Instruction:
+    """One Dockerfile instruction: its keyword and its argument pieces with their lines."""
     keyword: str                       # upper case
     line: int                          # line of the keyword
     pieces: list[tuple[int, str]]      # (line, text) of the arguments, continuations joined
 
     @property
     def text(self) -> str:
+        """The arguments as one line (continuations joined by spaces)."""
         return " ".join(t for _, t in self.pieces)
 
 
@@ -59,6 +61,7 @@ def parse_dockerfile(text: str) -> list[Instruction]:
 
 @dataclass
 class Token:
+    """A shell word, operator or redirection, with the line where it starts."""
     text: str
     line: int
     kind: str = "word"  # word | op | redir
@@ -158,6 +161,7 @@ _WRAPPERS = {"sudo", "env", "exec", "command", "time", "nice", "nohup", "eatmyda
 
 
 def strip_prefix(cmd: list[Token]) -> list[Token]:
+    """The command without its leading assignments and wrappers (sudo, env, nice, …)."""
     i = 0
     while i < len(cmd):
         word = cmd[i].text
@@ -170,6 +174,7 @@ def strip_prefix(cmd: list[Token]) -> list[Token]:
 
 
 def expand_word(word: str, variables: dict[str, str]) -> str:
+    """`word` with $NAME and ${NAME} (and their :- defaults) expanded from `variables`."""
     def sub(m: re.Match[str]) -> str:
         name = m.group(1) or m.group(3)
         if name in variables:
@@ -183,6 +188,7 @@ def expand_word(word: str, variables: dict[str, str]) -> str:
 
 
 def declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
+    """(name, value or None) of each variable an ARG or ENV instruction declares."""
     words = [t.text for t in tokenize_shell([(0, text)]) if t.kind == "word"]
     if kw == "ENV" and len(words) >= 2 and "=" not in words[0]:
         yield words[0], " ".join(words[1:])  # legacy `ENV NAME value`
@@ -195,6 +201,7 @@ def declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
 
 
 def run_script(ins: Instruction) -> list[tuple[int, str]]:
+    """The shell text a RUN runs, as (line, text) pieces, in shell or JSON form."""
     text = ins.text.strip()
     if text.startswith("["):
         try:
@@ -225,6 +232,7 @@ def _shell_quote(word: str) -> str:
 
 @dataclass
 class CopyArgs:
+    """A COPY or ADD as written: its flags, its sources and its destination."""
     flags: list[str]     # --from=…, --chown=…, as written
     sources: list[str]   # context paths (or URLs for ADD), as written
     dest: str
@@ -264,6 +272,7 @@ JUDGE_IMAGE = re.compile(r"^(?:.*/)?[a-z0-9]+(?:[._-][a-z0-9]+)*\.judge\.[a-z0-9
 
 @dataclass
 class ImageUse:
+    """An image a build reads: the line, how it reads it, and the reference."""
     line: int
     how: str   # "FROM", "COPY --from", "RUN --mount from="
     ref: str   # as written, ARG defaults expanded

@@ -22,6 +22,7 @@ def is_game(task: Task) -> bool:
 
 
 def server_cmd(task: Task) -> str:
+    """The game server's command of a game task; ValueError for any other task."""
     if not is_game(task):
         raise ValueError(f"task {task.id} has no [game] server_cmd")
     return str(task.game["server_cmd"])  # type: ignore[index]

@@ -25,6 +25,7 @@ _CHUNK = 1 << 20
 
 
 def file_sha256(path: Path | str) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_CHUNK):
@@ -66,6 +67,7 @@ class HashCache:
         return time.time_ns() - st.st_mtime_ns <= self.RACY_NS
 
     def sha256(self, path: Path | str, st: os.stat_result | None = None) -> str:
+        """The file's sha256: the cached one while its stat identity holds, else read."""
         key = os.fspath(path)
         st = st or os.stat(key)
         ident = self._ident(st)
@@ -87,6 +89,7 @@ class HashCache:
         return digest
 
     def was_rewritten(self, path: Path | str) -> bool:
+        """Whether this process found the file's bytes changed under an unchanged name."""
         return os.fspath(path) in self.rewritten
 
     def note(self, path: Path | str, digest: str) -> None:
@@ -115,6 +118,7 @@ class HashCache:
         return value
 
     def save(self) -> None:
+        """Write the cache atomically when anything was added (nothing without a path)."""
         if self.path is None or not self._dirty:
             return
         import orjson
@@ -138,7 +142,7 @@ class FolderHashCache:
         self.root = root
         self._folders: dict[str, HashCache] = {}
         # Folders asked about since the last save: a listing saves after each of its 1,000
-        # folders, and looking at every folder loaded so far each time was quadratic.
+        # folders, so a save looks at these only, never at every folder loaded (quadratic).
         self._since_save: dict[str, HashCache] = {}
 
     def _for(self, path: str) -> HashCache:
@@ -153,15 +157,19 @@ class FolderHashCache:
         return cache
 
     def sha256(self, path: Path | str, st: os.stat_result | None = None) -> str:
+        """HashCache.sha256, through the cache of the file's folder."""
         return self._for(os.fspath(path)).sha256(path, st)
 
     def note(self, path: Path | str, digest: str) -> None:
+        """HashCache.note, through the cache of the file's folder."""
         self._for(os.fspath(path)).note(path, digest)
 
     def was_rewritten(self, path: Path | str) -> bool:
+        """HashCache.was_rewritten, through the cache of the file's folder."""
         return self._for(os.fspath(path)).was_rewritten(path)
 
     def save(self) -> None:
+        """Save the folders' caches asked about since the last save."""
         for cache in list(self._since_save.values()):
             cache.save()
         self._since_save.clear()

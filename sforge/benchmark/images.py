@@ -29,6 +29,7 @@ _FROM_WORK = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*\$\{?" + WORK_ARG + r"\}?(\s|$
 
 @dataclass(frozen=True)
 class ImageRef:
+    """One image: its kind, name, content digest and repository, and what it is built from."""
     kind: str      # base | work | judge
     name: str      # base name or task id
     digest: str    # 12 hex
@@ -43,14 +44,17 @@ class ImageRef:
 
     @property
     def tag(self) -> str:
+        """The content tag, `<bench>.<kind>.<name>:<digest>`."""
         return f"{self.repo}:{self.digest}"
 
     @property
     def label(self) -> str:
+        """How messages name the image: "<kind> <name>"."""
         return f"{self.kind} {self.name}"
 
 
 def base_ref(bench: Benchmark, base: str, cache: HashCache) -> ImageRef:
+    """The ref of a base image, hashed over every file under bases/<base>/."""
     entries = tree_entries(bench.bases[base], ".", {}, cache)
     return ImageRef("base", base, digest(entries), f"{bench.name}.base.{base}")
 

@@ -12,10 +12,12 @@ REPORT_PAGES = "report"  # <root>/report/<task>.html, linked from <root>/report.
 
 @dataclass(frozen=True)
 class Layout:
+    """Every product's path under one benchmark's results directory."""
     root: Path  # <results>/<benchmark name>
 
     @classmethod
     def for_benchmark(cls, results: Path | str, bench_name: str) -> Layout:
+        """The layout of `bench_name` under the results directory `results`."""
         return cls(Path(results) / bench_name)
 
     # images -----------------------------------------------------------------
@@ -39,10 +41,12 @@ class Layout:
         return self.root / "logs" / "steps" / f"{step}.log"
 
     def blob_log(self, blob: str) -> Path:
+        """The log of fetching one blob."""
         return self.root / "logs" / "blobs" / f"{blob}.log"
 
     # grading ----------------------------------------------------------------
     def eval_result(self, task: str, key: str) -> Path:
+        """The result file of one eval key."""
         return self.root / "evals" / task / f"{key}.json"
 
     def eval_parts(self, path: Path | str) -> tuple[str, str]:
@@ -53,6 +57,7 @@ class Layout:
         return path.parent.name, path.stem
 
     def eval_log(self, task: str, key: str) -> Path:
+        """The judge's log beside its result file."""
         return self.root / "evals" / task / f"{key}.log"
 
     def eval_claim(self, task: str, key: str) -> Path:
@@ -78,26 +83,32 @@ class Layout:
     # tables -----------------------------------------------------------------
     @property
     def scores(self) -> Path:
+        """scores.csv: one row per graded submission."""
         return self.root / "scores.csv"
 
     @property
     def best(self) -> Path:
+        """best.csv: the best valid result per source and task."""
         return self.root / "best.csv"
 
     @property
     def leaderboard(self) -> Path:
+        """leaderboard.csv: per source, the mean rescaled best."""
         return self.root / "leaderboard.csv"
 
     @property
     def leaderboard_md(self) -> Path:
+        """The leaderboard as Markdown."""
         return self.root / "leaderboard.md"
 
     @property
     def budgets(self) -> Path:
+        """budgets.csv: the leaderboard at time budgets."""
         return self.root / "budgets.csv"
 
     @property
     def report(self) -> Path:
+        """The report's index page."""
         return self.root / "report.html"
 
     @property
@@ -107,4 +118,5 @@ class Layout:
 
     @property
     def cache(self) -> Path:
+        """Memories that only ever save time (hashes, parsed results, table parts)."""
         return self.root / ".cache"

@@ -9,12 +9,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Blob:
+    """A file kept out of git, known by its path and sha256."""
     path: str  # relative to the task directory, e.g. "judge/blobs/hidden.tar.gz"
     sha256: str
 
 
 @dataclass(frozen=True)
 class Environment:
+    """task.toml's [environment]: the work container's base, cwd, network and limits."""
     base: str | None = None
     platform: str | None = None
     cwd: str = "/home/workspace"
@@ -30,6 +32,7 @@ METADATA_KINDS = ("mode", "owner", "acl", "xattr")
 
 @dataclass(frozen=True)
 class SubmissionRules:
+    """task.toml's [submission]: which paths are graded and what metadata is kept."""
     paths: tuple[str, ...] = (".",)
     exclude: tuple[str, ...] = ()
     keep_metadata: tuple[str, ...] = METADATA_KINDS
@@ -37,6 +40,7 @@ class SubmissionRules:
 
 @dataclass(frozen=True)
 class Judge:
+    """task.toml's [judge]: the command and the judge container's limits."""
     cmd: str
     timeout_sec: float = 600
     internet: bool = False
@@ -46,12 +50,14 @@ class Judge:
 
 @dataclass(frozen=True)
 class Score:
+    """task.toml's [score]: the direction and the rescale table."""
     direction: str = "maximize"  # maximize | minimize
     rescale: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class Task:
+    """One task as task.toml says it, with defaults applied."""
     id: str
     dir: Path
     name: str
@@ -66,10 +72,12 @@ class Task:
 
     @property
     def toml_path(self) -> Path:
+        """The task's task.toml."""
         return self.dir / "task.toml"
 
     @property
     def category(self) -> str | None:
+        """The `category` metadata as text, None when unset."""
         value = self.metadata.get("category")
         return str(value) if value is not None else None
 
@@ -92,6 +100,7 @@ class Task:
 
 @dataclass
 class Benchmark:
+    """A loaded benchmark: its tasks, bases, registry and blob URL, and the tasks that failed."""
     root: Path
     name: str
     registry: str | None = None
@@ -107,6 +116,7 @@ class Benchmark:
     exclude_status: tuple[str, ...] = ()
 
     def excluded(self, task: Task) -> bool:
+        """Whether the task's `status` keeps it off the leaderboard."""
         status = task.metadata.get("status")
         return status is not None and str(status) in self.exclude_status
 
@@ -116,6 +126,7 @@ class Benchmark:
         return {i: t for i, t in self.tasks.items() if not self.excluded(t)}
 
     def select(self, ids: list[str] | None) -> list[Task]:
+        """The tasks of `ids` that exist (every task when none is given)."""
         if not ids:
             return list(self.tasks.values())
         return [self.tasks[i] for i in ids if i in self.tasks]

@@ -124,6 +124,7 @@ def _piecewise_log_min(r: float, p: Params) -> float:
 
 @dataclass(frozen=True)
 class Kind:
+    """One rescale kind: its parameters, formula, formula in words and degenerate cases."""
     params: tuple[str, ...]
     formula: Callable[[float, Params], float]
     doc: str  # the formula in words, for help() and docs/rescale.md

@@ -23,6 +23,7 @@ SIDECAR_FIELDS = ("submitted_at", "elapsed_s", "agent", "model")
 
 @dataclass(frozen=True)
 class Submission:
+    """One submission archive, with its sidecar's metadata."""
     source: str        # who submitted: a run id, an agent, or "manual"
     task: str
     name: str          # archive file name without its suffix
@@ -50,6 +51,7 @@ class RecordRow(NamedTuple):
     archive: str
 
     def submission(self) -> Submission:
+        """The row as a Submission."""
         return Submission(self.source, self.task, self.name, Path(self.archive), self.sha256,
                           self.submitted_at, self.elapsed_s, self.agent, self.model)
 

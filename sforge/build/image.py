@@ -204,6 +204,7 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
 
 
 def read_sentinel(path: Path) -> dict | None:
+    """A sentinel's record; None when it is missing or unreadable (then it is made again)."""
     try:
         return read_json(path)
     except (OSError, ValueError):

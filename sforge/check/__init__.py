@@ -6,8 +6,9 @@ NOTES.md, plus every task-definition error the loader reports. Each finding name
 and, where one applies, the line. Nothing here needs Docker; git is used, when the
 benchmark is inside a work tree, only to ask which paths are ignored.
 
-Modules: findings, toml_positions (lines of TOML fields), dockerfile (the parser, shared
-with the build), pinning, context and tasks (the rules; `check_benchmark`).
+Modules: findings, toml_positions (lines of TOML fields), pinning, context and tasks (the
+rules; `check_benchmark`). The Dockerfile parser they share with the build is
+sforge.benchmark.dockerfile.
 """
 
 from sforge.benchmark.dockerfile import (

@@ -24,6 +24,7 @@ class CheckContext:
 
 
 def context_files(ctx: CheckContext) -> Iterator[Path]:
+    """Every file the build of `ctx` can see."""
     tops = [ctx.root / v for v in ctx.visible] if ctx.visible is not None else [ctx.root]
     for top in tops:
         if top.is_file():
@@ -33,6 +34,7 @@ def context_files(ctx: CheckContext) -> Iterator[Path]:
 
 
 def check_copy(path: Path, ins: Instruction, ctx: CheckContext, add) -> list[str]:
+    """Findings for a COPY/ADD's sources outside the build context; → the sources as written."""
     args = copy_args(ins)
     if args is None or any(f.startswith("--from") for f in args.flags):
         return []
@@ -74,12 +76,14 @@ def check_copy(path: Path, ins: Instruction, ctx: CheckContext, add) -> list[str
 
 
 def has_glob(text: str) -> bool:
+    """Whether `text` holds a glob character (*, ?, [)."""
     return any(c in text for c in "*?[")
 
 
 # ------------------------------------------------------------------------------- files
 
 def walk_files(top: Path) -> Iterator[Path]:
+    """Every path under `top`, sorted, without following links or entering SKIP_DIRS."""
     for p in sorted(top.iterdir()):
         if p.is_dir() and not p.is_symlink():
             if p.name not in SKIP_DIRS:
@@ -90,6 +94,7 @@ def walk_files(top: Path) -> Iterator[Path]:
 
 
 def is_dockerfile(p: Path) -> bool:
+    """A Dockerfile by name: Dockerfile, Dockerfile.*, *.Dockerfile."""
     return p.is_file() and (p.name == "Dockerfile" or p.name.startswith("Dockerfile.")
                             or p.name.endswith(".Dockerfile"))
 

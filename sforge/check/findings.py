@@ -9,6 +9,7 @@ from pathlib import Path
 
 @dataclass(frozen=True, order=True)
 class Finding:
+    """One rule violation: the file, the line where one applies, the rule and the message."""
     file: Path
     line: int | None
     rule: str
@@ -27,5 +28,6 @@ def format_findings(findings: Iterable[Finding]) -> str:
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:
+    """Whether any finding is an error (warnings alone pass)."""
     return any(f.severity == "error" for f in findings)
 

@@ -112,6 +112,7 @@ def _pip_requirement_pinned(req: str) -> bool | None:
 
 def check_from(path: Path, ins: Instruction, global_args: dict[str, str | None],
                 stages: set[str], ctx: CheckContext, add) -> bool:
+    """Findings for a FROM: tag pinning, ${BASE_IMAGE}/${WORK_IMAGE}; → whether it uses one."""
     words = [w for w in ins.text.split() if not w.startswith("--")]
     if not words:
         return False
@@ -155,6 +156,7 @@ def check_from(path: Path, ins: Instruction, global_args: dict[str, str | None],
 
 def check_run(path: Path, ins: Instruction, variables: dict[str, str], ctx: CheckContext,
                add) -> None:
+    """Findings for apt and pip installs in a RUN without pinned versions."""
     for cmd in simple_commands(tokenize_shell(run_script(ins))):
         cmd = strip_prefix(cmd)
         apt = _apt_args(cmd)

@@ -33,6 +33,7 @@ class _DockerfileReport:
 
 
 def check_dockerfile(path: Path, ctx: CheckContext) -> _DockerfileReport:
+    """Every finding for one Dockerfile against what its build can see, with its sources."""
     report = _DockerfileReport()
     add = report.findings.append
     try:

@@ -42,6 +42,7 @@ def toml_lines(text: str) -> dict[str, int]:
 
 
 def locate(path: Path, fieldname: str | None) -> int | None:
+    """The line of `fieldname` in the TOML file at `path` (or of its nearest parent), or None."""
     if not fieldname or not path.is_file():
         return None
     try:

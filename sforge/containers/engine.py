@@ -91,7 +91,8 @@ class ContainerEngine(ABC):
         """Which of `tags` the daemon holds, in one call."""
 
     @abstractmethod
-    def image_id(self, tag: str) -> str | None: ...
+    def image_id(self, tag: str) -> str | None:
+        """The id of the image under `tag`; None when the engine holds no such image."""
 
     @abstractmethod
     def tags_with_prefix(self, prefix: str) -> dict[str, int]:
@@ -102,7 +103,9 @@ class ContainerEngine(ABC):
         """Untag (and delete, when it was the last tag) one image, by tag, never by id."""
 
     @abstractmethod
-    def registry_has(self, remote: str) -> bool: ...
+    def registry_has(self, remote: str) -> bool:
+        """Whether the registry holds `remote` (a manifest check, no pull); RegistryError
+        when the registry cannot answer."""
 
     def image_tags(self, ref: str) -> list[str]:
         """Every tag the engine holds for the image `ref` names (a name:tag, an id or a
@@ -115,10 +118,12 @@ class ContainerEngine(ABC):
         image."""
 
     @abstractmethod
-    def push(self, local: str, remote: str) -> None: ...
+    def push(self, local: str, remote: str) -> None:
+        """Push the local image `local` as `remote`; RegistryError when refused."""
 
     @abstractmethod
-    def pull(self, remote: str, local: str) -> None: ...
+    def pull(self, remote: str, local: str) -> None:
+        """Pull `remote` and keep it under the tag `local` only; RegistryError when refused."""
 
     @abstractmethod
     def build(self, context: IO[bytes], dockerfile: str, tag: str, buildargs: dict[str, str],
@@ -177,7 +182,8 @@ class ContainerEngine(ABC):
         """The exec's record: Running, ExitCode (None while it runs)."""
 
     @abstractmethod
-    def start(self, cid: str) -> None: ...
+    def start(self, cid: str) -> None:
+        """Start a created container."""
 
     @abstractmethod
     def wait(self, cid: str, timeout: float) -> int | None:

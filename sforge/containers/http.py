@@ -1,5 +1,5 @@
 """The Docker Engine API over HTTP with the standard library: the transport of every container
-and image-inspection call of sforge.containers.engine.DockerEngine.
+and image-inspection call of sforge.containers.docker.DockerEngine.
 
 Why not the Docker SDK here: importing it (requests, urllib3 and its own modules) costs more
 than a whole judge container's start on a loaded machine, and `docker.from_env` adds two round
@@ -48,6 +48,7 @@ class Response:
         self._body, self._close = body, close
 
     def chunks(self, size: int = 1 << 16) -> Iterator[bytes]:
+        """The body in chunks; CallTimeout or Unreachable when it stops coming."""
         try:
             while True:
                 try:
@@ -63,9 +64,11 @@ class Response:
             self.close()
 
     def read(self) -> bytes:
+        """The whole body."""
         return b"".join(self.chunks())
 
     def close(self) -> None:
+        """Let the connection go."""
         self._close()
 
 
@@ -100,6 +103,7 @@ class HttpTransport:
 
     @property
     def daemon(self) -> str:
+        """Where the daemon is: a socket path or a URL."""
         return self.base_url
 
     def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
@@ -141,6 +145,7 @@ class HttpTransport:
 
     def json(self, method: str, path: str, params: dict[str, Any] | None = None,
              body: Any = None, timeout: float | None = 600) -> Any:
+        """Send one call with a JSON body; → the JSON answer (None for an empty one)."""
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
         if method == "POST" and data is None:

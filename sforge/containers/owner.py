@@ -37,6 +37,7 @@ def process_start(pid: int) -> str | None:
 
 @functools.cache
 def hostname() -> str:
+    """This host's name, asked once per process."""
     return socket.gethostname()
 
 

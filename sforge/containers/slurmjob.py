@@ -8,7 +8,7 @@ higher restart count) or failed. So a claim records the job's run (job id, resta
 node), and another host asks `scontrol show job` whether that very run still goes on.
 
 Only a positive answer counts: where scontrol is missing, fails or answers something
-unexpected, the run is taken to go on, and the claim's deadline decides as before.
+unexpected, the run is taken to go on, and the claim's deadline alone decides.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:
+    """The cyclic GC off for the block, back on after it (if it was on)."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -93,11 +93,13 @@ def service_settings(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def schema_path() -> Path:
+    """The config.yaml schema shipped with the package."""
     return PACKAGE_DIR / "config.schema.yaml"
 
 
 @functools.cache
 def schema() -> dict[str, Any]:
+    """The config.yaml schema, parsed once per process."""
     return safe_yaml(schema_path().read_text())
 
 

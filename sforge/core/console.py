@@ -40,6 +40,7 @@ CHATTER = {"job_info", "job_finished", "progress", "shellcmd", "job_started", "r
 
 @dataclass(frozen=True)
 class Verdict:
+    """What -v prints of one finished judge, and whether its result is invalid."""
     line: str  # task, source(s), score or INVALID + reason
     invalid: bool
 
@@ -115,6 +116,7 @@ class JobProgress(logging.Handler):
 
     # Snakemake's events --------------------------------------------------------------
     def emit(self, record: logging.LogRecord) -> None:
+        """Handle one Snakemake event; a display problem never fails a run."""
         try:
             self._handle(record)
         except Exception:  # a display problem must never fail a run
@@ -136,10 +138,12 @@ class JobProgress(logging.Handler):
 
     # what happened (from Snakemake's events, or called directly by a local batch) ------
     def progress(self, done: int, total: int) -> None:
+        """Jobs done of total."""
         self.done, self.total = done, total
         self._refresh()
 
     def finished(self, rule: str, wildcards: dict[str, str]) -> None:
+        """One job finished: counted, and with -v its verdict printed."""
         self.judged += rule == "evaluate"
         verdict = self.describe(rule, wildcards)
         if verdict is not None:
@@ -149,6 +153,7 @@ class JobProgress(logging.Handler):
         self._refresh()
 
     def failed(self, rule: str, wildcards: dict[str, str]) -> None:
+        """One job failed: counted, its line printed and kept for the summary."""
         self.failed_count += 1
         verdict = self.describe(rule, {**wildcards, "failed": "yes"})
         line = verdict.line if verdict is not None else \
@@ -164,5 +169,6 @@ class HideChatter(logging.Filter):
     go; warnings and errors stay."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Only warnings and errors pass, and none of the events JobProgress shows."""
         return record.levelno >= logging.WARNING and \
             str(getattr(record, "event", "") or "") not in CHATTER

@@ -32,6 +32,7 @@ def create_temp(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` whole or not at all (a temporary file renamed into place)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = create_temp(path.parent, prefix=f".{path.name}.")
@@ -60,10 +61,12 @@ def utf8(text: str) -> bytes:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """atomic_write_bytes of `text` as UTF-8 (a lone surrogate becomes U+FFFD)."""
     atomic_write_bytes(path, utf8(text))
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
+    """atomic_write_text of `data` as indented JSON with sorted keys."""
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -227,6 +230,7 @@ class HeadTail:
         self.cut = 0
 
     def write(self, chunk: bytes) -> None:
+        """Keep `chunk`: into the head while it has room, else into the bounded tail."""
         if self.room > 0:
             self.fh.write(chunk[:self.room])
             taken = min(self.room, len(chunk))

@@ -1,6 +1,6 @@
 """Pure-CPU work shared out to forked worker processes: a cold report parses 100,000 result
 files and renders 200 task pages, each independent of the next, and JSON parsing and
-markup hold the GIL, so threads do not help (they were measured 2–3× slower) while a
+markup hold the GIL, so threads do not help (they are 2–3× slower, measured) while a
 second core halves the wall clock.
 
 A fork inherits everything the parent holds (the benchmark, the tables), so nothing big is
@@ -8,7 +8,7 @@ pickled: only each item's answer comes back. The work stays serial where a fork 
 pay (few items, one core) or is not safe: a process with other threads (the judge service,
 a Snakemake job) may have a lock held at the moment of the fork, and the child would
 inherit it held forever. A worker never forks again: the cores are taken already, and a
-nested map ran in a worker would swap the job out from under the worker's next items.
+nested map run in a worker would swap the job out from under the worker's next items.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def _run_job(item: Any) -> Any:
 
 
 def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the OS has one)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux

@@ -20,4 +20,5 @@ def parse_memory(text: str) -> int:
 
 
 def memory_mb(text: str) -> int:
+    """A memory string in whole MiB, at least 1."""
     return max(1, parse_memory(text) // (1 << 20))

@@ -37,9 +37,11 @@ def digest(schema_text: str, document: Any) -> str | None:
 
 
 def seen(key: str | None) -> bool:
+    """Whether a document with this key passed its schema before."""
     return key is not None and key in _known()
 
 
 def remember(key: str | None) -> None:
-    if key is not None:  # a read-only home: checked every time, as before
+    """Remember that a document with this key passed its schema."""
+    if key is not None:  # None: not plain data. An unwritable memory means checking each time
         remember_string(_file(), key, KEEP)

@@ -21,11 +21,13 @@ from sforge.core.units import memory_mb
 
 @dataclass(frozen=True)
 class JudgeDemand:
+    """What one judge holds while it runs: whole cores and MiB of memory."""
     cores: int   # [judge] cpus rounded up, at least 1
     mem_mb: int  # [judge] memory in MiB
 
 
 def judge_demand(task: Task) -> JudgeDemand:
+    """The task's judge demand: its cpus rounded up to whole cores, its memory in MiB."""
     return JudgeDemand(max(1, math.ceil(task.judge.cpus)), memory_mb(task.judge.memory))
 
 
@@ -50,6 +52,7 @@ class Capacity:
         return JudgeDemand(min(demand.cores, self.cores), min(demand.mem_mb, self.mem_mb))
 
     def fits(self, demand: JudgeDemand) -> bool:
+        """Whether `demand` (cut to the whole capacity) fits beside what is held now."""
         held = self.held(demand)
         return (held.cores <= self.cores - self.busy_cores
                 and held.mem_mb <= self.mem_mb - self.busy_mem_mb)
@@ -62,5 +65,6 @@ class Capacity:
         return held
 
     def release(self, held: JudgeDemand) -> None:
+        """Give back what `take` held."""
         self.busy_cores -= held.cores
         self.busy_mem_mb -= held.mem_mb

@@ -17,8 +17,8 @@ claims are renamed away (only one contender's rename succeeds), checked to be th
 very claim judged stale (else put back), removed, and the key claimed afresh. A holder
 removes only its own claim (by token), so a claim taken over from it is never removed by it.
 
-Callers: `sforge.workflow.targets.grade` (hence the CLI, the Snakemake rule and the judge service)
-calls `acquire(path, ttl_s, done)` around the judge run.
+Callers: the one grading function, `grade` (hence the CLI, the Snakemake rule and the judge
+service), calls `acquire(path, ttl_s, done)` around the judge run.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ _BROKEN_GRACE_S = 30.0
 
 @dataclass(frozen=True)
 class Claim:
+    """A claim this process holds: its file, its token and its deadline."""
     path: Path
     token: str
     deadline: float

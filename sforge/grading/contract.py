@@ -4,7 +4,7 @@ them every eval key holds (`key_limits`).
 
 `sforge eval`, the Snakemake rule, the judge service and tools/judge_local.py all grade
 through these, so the same archive under the same settings gets the same key and the same
-limits everywhere. The one grading function itself is `sforge.workflow.targets.grade`.
+limits everywhere. The one grading function that every path calls, `grade`, builds on them.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ MAX_TEXT = 2000  # a message longer than this is cut (a grader may dump a whole 
 
 
 class Detail(NamedTuple):  # a tuple: a report makes 500,000 of them (a dataclass cost 3×)
+    """One per-test detail of a grader: test name, status, score and message."""
     test: str
     status: str
     score: float | None

@@ -140,6 +140,7 @@ def eval_keyer(judge_tag: str, settings: dict[str, Any], *,
 
 @dataclass
 class Rejected:
+    """An archive member that was not extracted, and why."""
     path: str
     reason: str
 
@@ -153,6 +154,7 @@ class Changed:
 
 @dataclass
 class EvalResult:
+    """The verdict on one archive under one eval key: score, validity, and how the judge ran."""
     task: str
     submission: str  # sha256 of the archive bytes
     key: str
@@ -177,6 +179,7 @@ class EvalResult:
     log: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON data."""
         return asdict(self)
 
     def sanitised(self) -> EvalResult:
@@ -211,6 +214,7 @@ class EvalResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        """A result from JSON data; unknown fields are ignored."""
         data = dict(data)
         data["rejected"] = [Rejected(**r) for r in data.get("rejected", [])]
         data["changed"] = [Changed(**c) for c in data.get("changed", [])]
@@ -228,6 +232,7 @@ class EvalResult:
 
     @classmethod
     def read(cls, path: Path) -> EvalResult:
+        """The result at `path`; ValueError when it is not an eval result."""
         data = read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("valid"), bool) or \
                 not isinstance(data.get("task"), str) or \

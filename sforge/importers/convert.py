@@ -42,6 +42,7 @@ class ImportReport:
     reference_problem: str | None = None
 
     def to_dict(self) -> dict:
+        """The report as JSON data (what `sforge import --json` prints)."""
         return {"source": str(self.source), "task": self.task_id, "format": self.fmt,
                 "fits": self.fits, "problems": self.problems, "notes": self.notes,
                 "written": str(self.written) if self.written else None,
@@ -86,6 +87,7 @@ def _git_commit(path: Path) -> dict[str, str]:
 
 
 def ensure_benchmark(into: Path) -> None:
+    """Make `into` a benchmark (benchmark.toml, tasks/) unless it is one already."""
     toml = into / "benchmark.toml"
     if toml.is_file():
         return
@@ -115,6 +117,7 @@ def import_tasks(fmt: str, sources: list[Path], into: Path, base: str | None = N
 
 
 def convert(draft: Draft, into: Path, base: str | None, force: bool) -> ImportReport:
+    """Write the sforge task of `draft` when it fits; → its report either way."""
     report = ImportReport(draft.source, draft.task_id, draft.fmt, fits=False,
                           problems=draft.problems, notes=draft.notes)
     workdir = dockerfile_workdir(draft.dockerfile)

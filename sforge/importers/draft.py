@@ -79,6 +79,7 @@ def dockerfile_workdir(text: str) -> str | None:
 
 
 def dockerfile_from(text: str) -> str | None:
+    """The image of a Dockerfile's first FROM, or None."""
     for line in _logical_lines(text):
         words = line.split()
         if words and words[0].upper() == "FROM":

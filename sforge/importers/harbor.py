@@ -11,6 +11,7 @@ from sforge.importers.draft import Draft, task_id_for
 
 
 def is_task(path: Path) -> bool:
+    """A Harbor task directory: task.toml and instruction.md."""
     return (path / "task.toml").is_file() and (path / "instruction.md").is_file()
 
 
@@ -22,6 +23,7 @@ def _files(root: Path, skip: tuple[str, ...] = ()) -> list[tuple[Path, str]]:
 
 
 def read(src: Path) -> Draft:
+    """The Draft of one Harbor task; SforgeError when its task.toml cannot be read."""
     try:
         data = tomllib.loads((src / "task.toml").read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:

@@ -36,6 +36,7 @@ _PACK = (
 
 
 def reference_path(bench_root: Path, task_id: str) -> Path:
+    """Where an imported task's reference archive goes in the benchmark."""
     return bench_root / "submissions" / SOURCE / task_id / f"{SOURCE}.tar.gz"
 
 

@@ -18,6 +18,7 @@ _SKIP = {"task.yaml", "Dockerfile", "docker-compose.yaml", "docker-compose.yml",
 
 
 def is_task(path: Path) -> bool:
+    """A Terminal-Bench task directory: task.yaml."""
     return (path / "task.yaml").is_file()
 
 
@@ -53,6 +54,7 @@ def _compose_problems(path: Path) -> list[str]:
 
 
 def read(src: Path) -> Draft:
+    """The Draft of one Terminal-Bench task; SforgeError when task.yaml cannot be read."""
     try:
         data = yaml.safe_load((src / "task.yaml").read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:

@@ -29,6 +29,7 @@ from sforge.grading.results import eval_key, eval_keyer
 
 @dataclass(frozen=True)
 class EvalTarget:
+    """One eval to make: its key, task, archive and judge image, and the task as graded."""
     key: str
     task: str
     sha256: str
@@ -39,6 +40,7 @@ class EvalTarget:
 
 @dataclass
 class Pipeline:
+    """The loaded benchmark, its image refs and submissions, and every path, once per process."""
     config: dict[str, Any]
     bench: Benchmark
     layout: Layout
@@ -53,6 +55,7 @@ class Pipeline:
     # construction ---------------------------------------------------------------
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Pipeline:
+        """Load the benchmark of `config` and hash every image ref (no Docker call)."""
         bench_dir = resolve(config["benchmark"])
         name = load_benchmark_name(bench_dir)
         layout = Layout.for_benchmark(resolve(config["results"]), name)
@@ -68,6 +71,7 @@ class Pipeline:
 
     # selection ------------------------------------------------------------------
     def tasks(self, ids: list[str] | None = None) -> list[Task]:
+        """The selected tasks: `ids`, else config's `tasks`, else all; an unknown id is an error."""
         ids = ids if ids is not None else self.config.get("tasks")
         if ids:
             unknown = [i for i in ids if i not in self.bench.tasks]
@@ -96,6 +100,7 @@ class Pipeline:
         return out
 
     def sentinel(self, ref: ImageRef) -> Path:
+        """The sentinel path of `ref`."""
         return self.layout.sentinel(ref.kind, ref.name, ref.digest)
 
     @property
@@ -106,17 +111,21 @@ class Pipeline:
 
     @property
     def registry_explicit(self) -> bool:
+        """Whether --registry or SFORGE_REGISTRY named the registry (then it must answer)."""
         return bool(self.config.get("registry"))
 
     def remote(self, ref: ImageRef) -> str:
+        """The name of `ref` in the registry."""
         return f"{self.registry}/{ref.tag}"
 
     def ref_for(self, kind: str, name: str) -> ImageRef:
+        """The ref of a base by name, or of a task's work or judge image."""
         return self.bases[name] if kind == "base" else self.refs[name][kind]
 
     # grading --------------------------------------------------------------------
     @property
     def submissions_dir(self) -> Path:
+        """The batch submissions directory: config's `submissions`, else <benchmark>/submissions."""
         configured = self.config.get("submissions")
         return resolve(configured) if configured else self.bench.root / "submissions"
 
@@ -147,6 +156,7 @@ class Pipeline:
                 os.utime(folder)
 
     def submissions(self) -> list[Submission]:
+        """Every submission of the benchmark's tasks, listed once per process."""
         if self._submissions is None:
             self._submissions = [f.submission() for f in self.found()]
         return self._submissions
@@ -178,6 +188,7 @@ class Pipeline:
         return out
 
     def eval_path(self, target: EvalTarget) -> Path:
+        """The result file of `target`."""
         return self.layout.eval_result(target.task, target.key)
 
     def record_rows(self, ids: list[str] | None = None) -> list[RecordRow]:

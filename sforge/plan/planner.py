@@ -37,9 +37,11 @@ class Presence:
 
     @property
     def known(self) -> bool:
+        """Whether the daemon could be asked."""
         return self.local is not None
 
     def has(self, ref: ImageRef) -> bool:
+        """Whether the daemon or the registry holds `ref`'s tag."""
         return ref.tag in (self.local or ()) or ref.tag in self.remote
 
 
@@ -100,6 +102,7 @@ def verify_sentinels(pipe: Pipeline, refs: list[ImageRef] | None = None) -> list
 
 @dataclass(frozen=True)
 class Decision:
+    """What a build would do with one image ref, and why."""
     ref: ImageRef
     action: str  # "build" | "record" (present under its tag: write the sentinel) | "none"
     reason: str
@@ -139,6 +142,7 @@ def docker_builds(config: dict[str, Any]) -> int:
 # grading ------------------------------------------------------------------------------
 @dataclass
 class GradePlan:
+    """What grading would do: submissions, result files needed, pending, re-grades."""
     submissions: int          # submissions of the selected tasks
     results: list[Path]       # distinct result files they need
     pending: list[Path]       # of those, not graded yet
