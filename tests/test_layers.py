@@ -134,3 +134,36 @@ def test_every_module_imports_first(module: str) -> None:
     done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _late_imports(module: str) -> list[tuple[int, str]]:
+    """(line, text) of the imports of sforge modules made inside functions, without a comment
+    on that line or the line above saying that they buy start-up time."""
+    path = MODULES[module]
+    source = path.read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source, str(path))
+    top = {id(n) for n in tree.body}
+    for node in tree.body:  # `if TYPE_CHECKING:` and the like are module level too
+        if isinstance(node, ast.If | ast.Try):
+            top.update(id(n) for n in ast.walk(node))
+    late = []
+    for node in ast.walk(tree):
+        if id(node) in top or not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                 else [a.name for a in node.names])
+        if not any(n == "sforge" or n.startswith("sforge.") for n in names):
+            continue
+        said = " ".join(lines[max(0, node.lineno - 2):node.end_lineno or node.lineno])
+        if "start-up" not in said:
+            late.append((node.lineno, lines[node.lineno - 1].strip()))
+    return late
+
+
+def test_late_imports_say_why() -> None:
+    """An import of sforge's own modules inside a function is there for start-up time only
+    (a command that does not need a heavy module does not load it), and says so."""
+    late = [f"{MODULES[m].relative_to(ROOT.parent)}:{line}: {text}"
+            for m in sorted(MODULES) for line, text in _late_imports(m)]
+    assert late == []
