@@ -517,7 +517,7 @@ def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
     """A task whose folders changed too recently at the scan has no fingerprint; it is
     fingerprinted again just before its records are listed, so the report after it (nothing
     changed) lists, computes and renders nothing."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -550,7 +550,7 @@ def test_a_result_changed_before_a_late_fingerprint_is_read_again(tmp_path, monk
     """The tables take the results grading's check has just read, except for a task that is
     fingerprinted again later (too fresh at the scan): a result changed in between is read
     anew, not stored under a fingerprint that already shows the change."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -579,7 +579,7 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     """`sforge report` after one changed result computes and renders that task alone (the
     others are not even listed), and its tables and pages are those the one-table path
     makes from scratch."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)  # folders this fresh count as settled here
@@ -748,7 +748,7 @@ def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkey
     are rendered there, not here, and are byte for byte those of a serial run."""
     import os
 
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -787,7 +787,7 @@ def test_a_result_with_a_lone_surrogate_from_another_tool_is_reported(tmp_path, 
     """JSON allows a lone surrogate escape ("\\ud800"); sforge's own results never hold one,
     but a result written by another tool may. It is U+FFFD in the tables and pages (it
     stopped every report: a surrogate cannot be written as UTF-8)."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -808,7 +808,7 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
     """A stored table part or a result-cache entry of another shape (a .cache edited by
     hand) is dropped, never taken for a table: the task is computed again from its result
     files (it was a KeyError or TypeError in every later report)."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
     from sforge.scores.cache import _cache_path
     from sforge.scores.store import _parts_path
@@ -839,7 +839,7 @@ def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monk
     its new bytes is there already nothing is graded, yet the next report must show the
     new archive (it stayed on the old archive and score for ever)."""
     from sforge.benchmark.hashing import HashCache
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -871,7 +871,7 @@ def test_submissions_without_a_utf8_name_are_left_out_with_a_warning(tmp_path, m
     a page: it is left out, with a warning naming it (every report failed on it)."""
     import os
 
-    from sforge.commands import orchestrate
+    from sforge.commands import evals as orchestrate
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)

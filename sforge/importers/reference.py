@@ -99,7 +99,7 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
 def make_references(pipe, reports: list, ex) -> None:
     """For each written task with a solution: build its images (the conversion is only done
     when they build) and store its reference archive; problems land on the report."""
-    from sforge.commands.orchestrate import build_images
+    from sforge.commands.images import build_images
     from sforge.containers.docker import engine
 
     todo = [r for r in reports if r.fits and r.task_id in pipe.bench.tasks]
