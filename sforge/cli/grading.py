@@ -136,7 +136,10 @@ def add_eval(sub: Subcommands) -> None:
                    help="print exactly one JSON object on stdout (logs go to stderr)")
     p.add_argument("--source", default="manual", help="who submitted it (default: manual)")
     p.add_argument("--timeout", type=float, metavar="S",
-                   help="judge wall clock in seconds (default: [judge] timeout_sec)")
+                   help="judge wall clock in seconds, above 0 (default: [judge] timeout_sec); "
+                        "an experiment: graded under its own key, the archive kept under "
+                        "<results>/<bench>/experiments/, not among the leaderboard's "
+                        "submissions")
     p.add_argument("--force", action="store_true",
                    help="grade again although a result is stored (the old result is kept in "
                         "<results>/<bench>/evals/<task>/history/; tables use the newest)")
@@ -171,7 +174,8 @@ def add_clean(sub: Subcommands) -> None:
         "more: images under old content tags, their sentinels and build logs, eval\n"
         "results under keys nothing asks for, stored archives of tasks that are gone,\n"
         "and temporary files of interrupted writes (older than an hour). Nothing still\n"
-        "referenced is ever listed; tasks that fail to load are left alone.")
+        "referenced is ever listed (experiments of `eval --timeout` included); tasks\n"
+        "that fail to load are left alone.")
     p.add_argument("--yes", action="store_true", help="remove what is listed")
 
 

@@ -56,10 +56,10 @@ def add_serve(sub: Subcommands) -> None:
     p = add_command(
         sub, "serve", cmd_serve, "run the judge service (HTTP) that agents submit to",
         "Run the judge service: agents' submissions are graded through the same eval\n"
-        "path and store as `sforge eval`, within a CPU capacity. State (runs, hashed\n"
-        "tokens, submissions, queue, results) is kept in SQLite under\n"
-        "<results>/<bench>/service/ (local disk, not a shared filesystem), so a restart\n"
-        "loses nothing. Admin token: $SFORGE_ADMIN_TOKEN, else\n"
+        "path and store as `sforge eval`, within a capacity of CPUs and of the\n"
+        "machine's memory. State (runs, hashed tokens, submissions, queue, results)\n"
+        "is kept in SQLite under <results>/<bench>/service/ (local disk, not a shared\n"
+        "filesystem), so a restart loses nothing. Admin token: $SFORGE_ADMIN_TOKEN, else\n"
         "<results>/<bench>/service/admin.token (made once, mode 0600). API docs: /docs.\n"
         "SIGTERM drains: no new submissions, running judges finish (service.drain_s),\n"
         "queued ones wait for the next start.")
@@ -73,7 +73,10 @@ def add_serve(sub: Subcommands) -> None:
                         "with --network none reach the service")
     p.add_argument("--max-concurrent", type=float, metavar="CPUS",
                    help="judge CPUs busy at once, each judge counting its [judge] cpus "
-                        "(default: config service.max_concurrent, else the machine's cores)")
+                        "rounded up to whole cores, as `sforge grade -j` does; a judge "
+                        "also holds its [judge] memory of the machine's, and starts only "
+                        "when both fit (default: config service.max_concurrent, else the "
+                        "machine's cores)")
     p.add_argument("--max-pending", type=int, metavar="N",
                    help="submissions waiting at most; beyond that HTTP 503 + Retry-After "
                         "(default: config service.max_pending)")

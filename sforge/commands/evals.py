@@ -112,11 +112,13 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
     if task is None:
         raise SforgeError(f"unknown or broken task {task_id!r}")
     now = now_iso()
+    task = judged_task(task, timeout)  # a bad override is refused before anything is stored
     # An override makes an experiment: its result is kept under its own key (the settings
     # are in it), but the archive stays out of the submissions the leaderboard grades,
     # which would grade it again under the task's own settings.
-    store = pipe.layout.experiments if timeout else pipe.layout.store
-    if timeout:
+    experiment = timeout is not None
+    store = pipe.layout.experiments if experiment else pipe.layout.store
+    if experiment:
         say(f"--timeout {timeout:g} overrides [judge] timeout_sec: an experiment, graded "
             "under its own key; the archive is not added to the leaderboard's submissions")
     if archive == "-":
@@ -128,7 +130,6 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
         with path.open("rb") as fh:
             sub = store_archive(store, source, task.id, fh, now)
     pipe.archive_hashes.note(sub.path, sub.sha256)  # hashed while stored: not read again to hash
-    task = judged_task(task, timeout)
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)
     if force:
