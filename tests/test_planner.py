@@ -14,7 +14,8 @@ import pytest
 from conftest import FIXTURES, REPO, copy_bench
 
 from sforge.cli.main import main
-from sforge.commands.orchestrate import Execution, build_images, build_independent
+from sforge.commands.execution import Execution
+from sforge.commands.images import build_images, build_independent
 from sforge.core.config import user_config
 from sforge.plan.pipeline import get_pipeline
 from sforge.workflow import targets

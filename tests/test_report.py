@@ -517,7 +517,7 @@ def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
     """A task whose folders changed too recently at the scan has no fingerprint; it is
     fingerprinted again just before its records are listed, so the report after it (nothing
     changed) lists, computes and renders nothing."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -531,18 +531,18 @@ def test_a_report_right_after_fresh_writes_leaves_the_next_one_nothing(tmp_path,
         return dict.fromkeys(out) if len(scans) == 1 else out
 
     monkeypatch.setattr(folders, "fingerprints", first_too_fresh)
-    ex = orchestrate.Execution()
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    ex = evals.Execution()
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     assert len(scans) == 2 and set(scans[1]) == set(scans[0])
     monkeypatch.setattr(folders, "fingerprints", real)
     rendered: list[str] = []
     listed: list[list[str] | None] = []
-    real_render, real_records = report.render_task_page, orchestrate.Pipeline.record_rows
+    real_render, real_records = report.render_task_page, evals.Pipeline.record_rows
     monkeypatch.setattr(report, "render_task_page", lambda env, b, task, *a: (
         rendered.append(task.id), real_render(env, b, task, *a))[1])
-    monkeypatch.setattr(orchestrate.Pipeline, "record_rows", lambda self, ids=None: (
+    monkeypatch.setattr(evals.Pipeline, "record_rows", lambda self, ids=None: (
         listed.append(ids), real_records(self, ids))[1])
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     assert rendered == [] and listed == []
 
 
@@ -550,7 +550,7 @@ def test_a_result_changed_before_a_late_fingerprint_is_read_again(tmp_path, monk
     """The tables take the results grading's check has just read, except for a task that is
     fingerprinted again later (too fresh at the scan): a result changed in between is read
     anew, not stored under a fingerprint that already shows the change."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -568,7 +568,7 @@ def test_a_result_changed_before_a_late_fingerprint_is_read_again(tmp_path, monk
         return dict.fromkeys(out) if len(scans) == 1 else out
 
     monkeypatch.setattr(folders, "fingerprints", first_too_fresh)
-    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    assert evals.make_report(_pipeline(bench_dir, results), evals.Execution())
     assert len(scans) == 2
     lay = _pipeline(bench_dir, results).layout
     rows = scores.read_scores(lay.scores)
@@ -579,13 +579,13 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     """`sforge report` after one changed result computes and renders that task alone (the
     others are not even listed), and its tables and pages are those the one-table path
     makes from scratch."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)  # folders this fresh count as settled here
     bench_dir, results, paths = _graded_world(tmp_path)
-    ex = orchestrate.Execution()
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    ex = evals.Execution()
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     lay = _pipeline(bench_dir, results).layout
     assert set(all_pages(lay)) == {"index", "max_task", "min_task", "piece_task",
                                    "norescale_task", "empty_task"}
@@ -595,12 +595,12 @@ def test_sforge_report_redoes_only_the_changed_task(tmp_path, monkeypatch):
     changed.write(paths["s7"])
     rendered: list[str] = []
     listed: list[list[str] | None] = []
-    real_render, real_records = report.render_task_page, orchestrate.Pipeline.record_rows
+    real_render, real_records = report.render_task_page, evals.Pipeline.record_rows
     monkeypatch.setattr(report, "render_task_page", lambda env, b, task, *a: (
         rendered.append(task.id), real_render(env, b, task, *a))[1])
-    monkeypatch.setattr(orchestrate.Pipeline, "record_rows", lambda self, ids=None: (
+    monkeypatch.setattr(evals.Pipeline, "record_rows", lambda self, ids=None: (
         listed.append(ids), real_records(self, ids))[1])
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     assert rendered == ["min_task"]
     assert all(ids == ["min_task"] for ids in listed) and listed
     fast = all_pages(lay)
@@ -748,7 +748,7 @@ def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkey
     are rendered there, not here, and are byte for byte those of a serial run."""
     import os
 
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -758,9 +758,9 @@ def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkey
     monkeypatch.setattr(forking, "threading", SimpleNamespace(active_count=lambda: 1))
     serial_results = tmp_path / "serial"
     shutil.copytree(results, serial_results)
-    ex = orchestrate.Execution()
+    ex = evals.Execution()
     monkeypatch.setattr(report, "PAGES_PER_PROCESS", 10**6)
-    assert orchestrate.make_report(_pipeline(bench_dir, serial_results), ex)
+    assert evals.make_report(_pipeline(bench_dir, serial_results), ex)
     serial = all_pages(_pipeline(bench_dir, serial_results).layout)
 
     pids = tmp_path / "pids"
@@ -773,7 +773,7 @@ def test_pages_rendered_in_worker_processes_are_the_serial_ones(tmp_path, monkey
 
     monkeypatch.setattr(report, "render_task_page", render)
     monkeypatch.setattr(report, "PAGES_PER_PROCESS", 1)
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     workers = {int(p.name) for p in pids.iterdir()}
     assert workers and os.getpid() not in workers
     strip = re.compile(r"generated [^<]* by")
@@ -787,7 +787,7 @@ def test_a_result_with_a_lone_surrogate_from_another_tool_is_reported(tmp_path, 
     """JSON allows a lone surrogate escape ("\\ud800"); sforge's own results never hold one,
     but a result written by another tool may. It is U+FFFD in the tables and pages (it
     stopped every report: a surrogate cannot be written as UTF-8)."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -797,7 +797,7 @@ def test_a_result_with_a_lone_surrogate_from_another_tool_is_reported(tmp_path, 
     data["details"][0]["name"] = "case \udfff"
     paths["s0"].write_text(json.dumps(data))  # escaped: valid JSON, ASCII on disk
     for _ in range(2):
-        assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+        assert evals.make_report(_pipeline(bench_dir, results), evals.Execution())
     lay = _pipeline(bench_dir, results).layout
     assert "judge said \ufffd" in lay.scores.read_text(encoding="utf-8")
     page = (lay.report_pages / "max_task.html").read_text(encoding="utf-8")
@@ -808,14 +808,14 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
     """A stored table part or a result-cache entry of another shape (a .cache edited by
     hand) is dropped, never taken for a table: the task is computed again from its result
     files (it was a KeyError or TypeError in every later report)."""
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
     from sforge.scores.cache import _cache_path
     from sforge.scores.store import _parts_path
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
     bench_dir, results, _ = _graded_world(tmp_path)
-    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    assert evals.make_report(_pipeline(bench_dir, results), evals.Execution())
     lay = _pipeline(bench_dir, results).layout
     store = _parts_path(lay.scores)
     data = json.loads(store.read_text())
@@ -827,7 +827,7 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
         cached["results"] = {name: [e[0], *[{"x": 1}] * (len(e) - 2), e[-1]]
                              for name, e in cached["results"].items()}
         shard.write_text(json.dumps(cached))
-    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    assert evals.make_report(_pipeline(bench_dir, results), evals.Execution())
     made = {name: (lay.root / name).read_text() for name in _TABLES}
     assert (made, _undated(all_pages(lay))) == \
         _from_scratch(tmp_path / "chain", bench_dir, results)
@@ -839,14 +839,14 @@ def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monk
     its new bytes is there already nothing is graded, yet the next report must show the
     new archive (it stayed on the old archive and score for ever)."""
     from sforge.benchmark.hashing import HashCache
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
     monkeypatch.setattr(HashCache, "RACY_NS", -1)  # archives this fresh are cached here
     bench_dir, results, _ = _graded_world(tmp_path)
-    ex = orchestrate.Execution()
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    ex = evals.Execution()
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     folder = bench_dir / "submissions" / "alpha" / "max_task"
     inode = (folder / "s0.tar.gz").stat().st_ino
     shutil.copyfile(folder / "s1.tar.gz", folder / "s0.tar.gz")  # in place, as cp does
@@ -854,9 +854,9 @@ def test_an_archive_rewritten_in_place_is_seen_after_sforge_grade(tmp_path, monk
     # Any listing may hash it anew first (`sforge clean`, a Snakemake grading job), and
     # remember the new digest: that one marks the task.
     assert len(_pipeline(bench_dir, results).submissions()) == len(SAMPLE)
-    out = orchestrate.grade_pending(_pipeline(bench_dir, results), None, ex)
+    out = evals.grade_pending(_pipeline(bench_dir, results), None, ex)
     assert out.missing == 0  # s1's result stands for s0's new bytes: nothing graded
-    assert orchestrate.make_report(_pipeline(bench_dir, results), ex)
+    assert evals.make_report(_pipeline(bench_dir, results), ex)
     lay = _pipeline(bench_dir, results).layout
     rows = scores.read_scores(lay.scores).set_index("name")
     assert rows.loc["s0", "submission"] == rows.loc["s1", "submission"]
@@ -871,7 +871,7 @@ def test_submissions_without_a_utf8_name_are_left_out_with_a_warning(tmp_path, m
     a page: it is left out, with a warning naming it (every report failed on it)."""
     import os
 
-    from sforge.commands import orchestrate
+    from sforge.commands import evals
     from sforge.scores import folders
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
@@ -882,7 +882,7 @@ def test_submissions_without_a_utf8_name_are_left_out_with_a_warning(tmp_path, m
                     subs + b"/\xff/max_task/s0.tar.gz")
     shutil.copyfile(bench_dir / "submissions" / "alpha" / "max_task" / "s1.tar.gz",
                     subs + b"/alpha/max_task/r\xfe.tar.gz")
-    assert orchestrate.make_report(_pipeline(bench_dir, results), orchestrate.Execution())
+    assert evals.make_report(_pipeline(bench_dir, results), evals.Execution())
     assert "submissions/\\xff'" in caplog.text and "r\\xfe.tar.gz'" in caplog.text
     assert "not a UTF-8 name" in caplog.text
     lay = _pipeline(bench_dir, results).layout

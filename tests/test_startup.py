@@ -74,10 +74,10 @@ def test_command_named_finds_the_command_as_argparse_does(argv, command):
 
 
 def test_run_commands_are_listed_always_and_defined_only_when_asked(monkeypatch):
-    monkeypatch.delitem(sys.modules, "sforge.runs.cli", raising=False)
+    monkeypatch.delitem(sys.modules, "sforge.cli.runs", raising=False)
     args = cli.build_parser(["-b", "run", "list"]).parse_args(["-b", "run", "list"])
     assert args.command == "list" and args.benchmark == "run"
-    assert "sforge.runs.cli" not in sys.modules  # `run`'s options were not defined
+    assert "sforge.cli.runs" not in sys.modules  # `run`'s options were not defined
     text = cli.build_parser(["--help"]).format_help()
     for name in ("run", "runs", "agents", "eval", "report"):
         assert f"    {name} " in text, name

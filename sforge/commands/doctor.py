@@ -301,7 +301,7 @@ def read_report(pipe: Pipeline, run: str, node: str, window: tuple[float, float]
 
 def doctor(pipe: Pipeline, profile: str | None, execution) -> list[Check]:
     """Every check: the host's own, then (with a SLURM profile) one job per node."""
-    from sforge.commands.orchestrate import run_workflow
+    from sforge.commands.execution import run_workflow
     from sforge.workflow.snakemake import resolve_profile
     from sforge.workflow.targets import node_name
 

@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sforge.commands.orchestrate import build_images
+from sforge.commands.images import build_images
 from sforge.containers.docker import engine as shared_engine
 from sforge.containers.engine import ContainerSpec, EngineError, ExtractConflict
 from sforge.core.errors import InfrastructureError, SforgeError

@@ -114,7 +114,7 @@ class Service:
         return None if result is None else self.view(result, source)
 
     def view(self, result, source: str) -> dict[str, Any]:
-        from sforge.commands.orchestrate import result_view
+        from sforge.commands.evals import result_view
 
         return result_view(self.pipe, result, source)
 
@@ -150,7 +150,7 @@ class Service:
 
     def prepare(self, task_id: str) -> None:
         """The judge image (and its base) present, built when missing: once per task."""
-        from sforge.commands.orchestrate import prepare_images
+        from sforge.commands.images import prepare_images
         from sforge.workflow.targets import make_image_target
 
         if task_id in self._ready:

@@ -1,4 +1,5 @@
-"""`sforge run`, `sforge runs` and `sforge agents`: parse, call the run machinery, print."""
+"""`sforge run`, `sforge runs` and `sforge agents`: their parsers, calling the run machinery
+(sforge.runs) and printing. Imported only when the command line names one of them."""
 
 from __future__ import annotations
 
@@ -11,12 +12,24 @@ import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sforge.cli.common import (
+    AddParser,
+    Subcommands,
+    add_command,
+    add_jobs_options,
+    config_from,
+    execution_from,
+    pipeline_from,
+)
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
-from sforge.runs.spec import RunSpec, spec_path
+from sforge.runs.spec import RunSpec, check_run_id, spec_path
+
+if TYPE_CHECKING:
+    from sforge.plan.pipeline import Pipeline
 
 RUN_HELP = """\
 Run an agent on tasks: one Snakemake target per (run, task, repeat),
@@ -32,7 +45,8 @@ The key stays on the host: the container reaches the model API only through sfor
 """
 
 
-def _spec_from_args(args, config: dict[str, Any], tasks: list[str]) -> RunSpec:
+def _spec_from_args(args: argparse.Namespace, config: dict[str, Any],
+                    tasks: list[str]) -> RunSpec:
     run_id = args.run_id or f"{args.agent}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
     script = str(Path(args.script).resolve()) if args.script else None
     return RunSpec(
@@ -68,14 +82,15 @@ def _save_spec(root: Path, spec: RunSpec) -> RunSpec:
     return spec
 
 
-def cmd_run(args) -> int:
-    from sforge.cli.main import _config, _pipeline
-    from sforge.runs.agents import load_agent
+def cmd_run(args: argparse.Namespace) -> int:
+    """Make the runs that are not done (a judge service started when none is given) and
+    print the run table."""
+    from sforge.runs.agents import load_agent  # function-level: buys start-up time
     from sforge.runs.runner import install_signal_handlers
     from sforge.runs.service import started_service
     from sforge.runs.targets import run_targets
 
-    config = _config(args)
+    config = config_from(args)
     if not args.task:
         raise SforgeError("give at least one --task ID")
     agent = load_agent(args.agent)
@@ -86,7 +101,7 @@ def cmd_run(args) -> int:
               "refuse the agent", file=sys.stderr)
     spec = _spec_from_args(args, config, args.task)
     config["run"] = spec.as_config()
-    pipe = _pipeline(config)
+    pipe = pipeline_from(config)
     pipe.config["run"] = spec.as_config()
     pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
     _save_spec(pipe.layout.root, spec)
@@ -108,12 +123,12 @@ def cmd_run(args) -> int:
     return 0 if ok else (code or 1)
 
 
-def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
+def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec: RunSpec,
+          targets: list[Path]) -> bool:
     """Snakemake in a worker thread: the main thread keeps sforge's SIGINT/SIGTERM handlers
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
-    from sforge.cli.main import _execution
-    from sforge.commands.orchestrate import run_workflow
+    from sforge.commands.execution import run_workflow  # function-level: start-up time
 
     config = dict(config, run=spec.as_config())
     pipe.config["run"] = spec.as_config()
@@ -121,7 +136,7 @@ def _make(args, config, pipe, spec: RunSpec, targets: list[Path]) -> bool:
 
     def work() -> None:
         try:
-            box["ok"] = run_workflow(config, targets, _execution(args))
+            box["ok"] = run_workflow(config, targets, execution_from(args))
         except BaseException as exc:  # re-raised in the main thread
             box["error"] = exc
 
@@ -175,31 +190,30 @@ def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
-def _print_runs(pipe, run_id: str | None, args) -> int:
+def _print_runs(pipe: Pipeline, run_id: str | None, args: argparse.Namespace) -> int:
     rows = list_runs(pipe.layout.root, run_id)
     if getattr(args, "json", False):
         print(json.dumps(rows, indent=2))
         return 0
-    from tabulate import tabulate
+    from tabulate import tabulate  # function-level: buys start-up time
 
     print(tabulate(rows, headers="keys", tablefmt="simple") if rows else "(no runs)")
     return 0
 
 
-def cmd_runs(args) -> int:
-    from sforge.cli.main import _config, _pipeline
-    from sforge.runs.spec import check_run_id
+def cmd_runs(args: argparse.Namespace) -> int:
+    """Print the runs' table, or with --cancel ask a run's jobs to stop."""
 
     for given in (args.cancel, args.run):
         if given is not None:
             check_run_id(given)
-    pipe = _pipeline(_config(args))
+    pipe = pipeline_from(config_from(args))
     if args.cancel:
         return _cancel(pipe, args.cancel)
     return _print_runs(pipe, args.run, args)
 
 
-def _cancel(pipe, run_id: str) -> int:
+def _cancel(pipe: Pipeline, run_id: str) -> int:
     """Ask a run's jobs to stop: they grade the final workspace and record run.json with
     stopped_by=cancelled (so it is not redone)."""
     folders = [f for f in sorted((pipe.layout.root / "runs" / run_id).glob("*/*"))
@@ -213,8 +227,9 @@ def _cancel(pipe, run_id: str) -> int:
 
 
 # sforge agents ---------------------------------------------------------------------------
-def cmd_agents(args) -> int:
-    from sforge.runs.agents import available, load_agent
+def cmd_agents(args: argparse.Namespace) -> int:
+    """List the agents and whether their bundles are prepared; --prepare prepares them."""
+    from sforge.runs.agents import available, load_agent  # function-level: start-up time
     from sforge.runs.bundle import bundle_digest, bundle_dir, ensure_bundle
 
     for name in args.prepare or []:
@@ -236,14 +251,16 @@ def cmd_agents(args) -> int:
         api = agent.model_api
         rows.append({"agent": name, "description": agent.description,
                      "key": api.key_env if api else "-", "bundle": state})
-    from tabulate import tabulate
+    from tabulate import tabulate  # function-level: buys start-up time
 
     print(tabulate(rows, headers="keys", tablefmt="simple"))
     return 0
 
 
-def add_parsers(sub, add, jobs_opt) -> None:
-    p = add(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP)
+# parsers ----------------------------------------------------------------------------------
+def add_run(sub: Subcommands) -> None:
+    """`sforge run`'s parser."""
+    p = add_command(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP)
     p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
     p.add_argument("--agent", "-a", required=True, metavar="NAME",
                    help="agents/<NAME>/: claude-code, codex, script")
@@ -253,7 +270,7 @@ def add_parsers(sub, add, jobs_opt) -> None:
     p.add_argument("--run-id", metavar="R", help="run id (default: <agent>-<UTC time>)")
     p.add_argument("--repeat", type=int, default=1, metavar="K",
                    help="K independent runs per task, each its own source (default 1)")
-    jobs_opt(p)
+    add_jobs_options(p)
     p.add_argument("--cpus", type=float, help="work container CPUs (default: the task's)")
     p.add_argument("--memory", help="work container memory, e.g. 4g (default: the task's)")
     net = p.add_mutually_exclusive_group()
@@ -275,11 +292,20 @@ def add_parsers(sub, add, jobs_opt) -> None:
     p.add_argument("--model-api", metavar="URL", help=argparse.SUPPRESS)  # tests: local server
     p.add_argument("--json", action="store_true", help="print the run table as JSON")
 
-    p = add(sub, "runs", cmd_runs, COMMANDS["runs"])
+
+def add_runs(sub: Subcommands) -> None:
+    """`sforge runs`'s parser."""
+    p = add_command(sub, "runs", cmd_runs, COMMANDS["runs"])
     p.add_argument("--run", metavar="R", help="only this run")
     p.add_argument("--cancel", metavar="R", help="stop run R's unfinished jobs")
     p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = add(sub, "agents", cmd_agents, COMMANDS["agents"])
+
+def add_agents(sub: Subcommands) -> None:
+    """`sforge agents`'s parser."""
+    p = add_command(sub, "agents", cmd_agents, COMMANDS["agents"])
     p.add_argument("--prepare", nargs="+", metavar="NAME",
                    help="download and assemble these agents' bundles (once per machine)")
+
+
+PARSERS: dict[str, AddParser] = {"run": add_run, "runs": add_runs, "agents": add_agents}

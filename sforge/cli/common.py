@@ -1,0 +1,118 @@
+"""What every command module of the CLI shares: the global options, the parser helpers
+(a command, --task, -j/--profile, --regrade) and the configuration, pipeline and
+execution settings a command's arguments stand for."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from sforge.core.errors import SforgeError
+
+if TYPE_CHECKING:
+    from sforge.commands.execution import Execution
+    from sforge.plan.pipeline import Pipeline
+
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Command: TypeAlias = Callable[[argparse.Namespace], int]
+AddParser: TypeAlias = "Callable[[Subcommands], None]"  # defines one command's parser
+
+GLOBAL_DEFAULTS: dict[str, Any] = {"benchmark": None, "results": None, "registry": None,
+                                   "config": None, "verbose": 0}
+
+
+def global_options() -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name (`sforge list -b DIR` as well
+    as `sforge -b DIR list`). SUPPRESS keeps a subcommand from resetting what was given
+    before it; main() fills in the defaults."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("global options (before or after the command)")
+    g.add_argument("-b", "--benchmark", metavar="DIR", default=argparse.SUPPRESS,
+                   help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
+    g.add_argument("--results", metavar="DIR", default=argparse.SUPPRESS,
+                   help="results root (default: results/)")
+    g.add_argument("--registry", metavar="HOST[/PATH]", default=argparse.SUPPRESS,
+                   help="registry for push/pull and as a build cache (default: "
+                        "$SFORGE_REGISTRY, else benchmark.toml's registry)")
+    g.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                   help="config file (default: config.yaml of the sforge repository)")
+    g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                   help="-v: one line per finished judge or image; -vv: also Snakemake's "
+                        "own job log (default: one live progress line)")
+    return common
+
+
+GLOBAL_OPTIONS = global_options()
+
+
+# parser helpers -------------------------------------------------------------------------
+def add_command(sub: Subcommands, name: str, func: Command, help_: str,
+                desc: str | None = None) -> argparse.ArgumentParser:
+    """A command's parser: its one-line help, its description, the global options."""
+    p = sub.add_parser(name, help=help_, description=desc or help_, parents=[GLOBAL_OPTIONS],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(func=func)
+    return p
+
+
+def add_task_option(p: argparse.ArgumentParser,
+                    help_: str = "only these task ids (repeatable; default: all)") -> None:
+    """--task/-t ID, repeatable."""
+    p.add_argument("--task", "-t", action="append", metavar="ID", help=help_)
+
+
+def add_jobs_options(p: argparse.ArgumentParser) -> None:
+    """-j/--jobs and --profile: how Snakemake runs what the command makes."""
+    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                   help="jobs at once (cores for judges; default 1)")
+    p.add_argument("--profile", metavar="NAME",
+                   help="run through a Snakemake profile (e.g. profiles/slurm)")
+
+
+def add_regrade_option(p: argparse.ArgumentParser) -> None:
+    """--regrade ID...: tasks whose stored results are graded anew."""
+    p.add_argument("--regrade", action="extend", nargs="+", metavar="ID",
+                   help="grade these tasks' submissions again although results are stored "
+                        "(old results kept in evals/<task>/history/; tables use the newest)")
+
+
+# what the arguments stand for -----------------------------------------------------------
+def config_from(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """The configuration the command runs with: --config (which must exist), the
+    environment, the global options and `extra`."""
+    from sforge.core.config import user_config  # function-level: buys start-up time
+
+    if args.config and not Path(args.config).is_file():
+        raise SforgeError(f"{args.config}: config file not found (--config)")
+    return user_config(Path(args.config) if args.config else None,
+                       {"benchmark": args.benchmark, "results": args.results,
+                        "registry": args.registry, **extra})
+
+
+def pipeline_from(config: dict[str, Any]) -> Pipeline:
+    """The process's one Pipeline for `config`."""
+    from sforge.plan.pipeline import get_pipeline  # function-level: buys start-up time
+
+    return get_pipeline(config)
+
+
+def execution_from(args: argparse.Namespace) -> Execution:
+    """How Snakemake runs for this command: -j/--jobs, --profile, -v."""
+    from sforge.commands.execution import Execution  # function-level: buys start-up time
+
+    return Execution(jobs=getattr(args, "jobs", 1) or 1, profile=getattr(args, "profile", None),
+                     verbose=args.verbose)
+
+
+def report_broken(pipe: Pipeline) -> int:
+    """Print the benchmark's warnings and broken tasks; the number of broken tasks."""
+    from sforge.core.console import warn  # function-level: buys start-up time
+
+    for message in pipe.bench.warnings:
+        warn(message)
+    for err in pipe.bench.errors:
+        print(f"error: {err}", file=sys.stderr)
+    return len(pipe.bench.errors)

@@ -1,0 +1,183 @@
+"""`sforge eval`, `grade`, `report` and `clean`: their parsers, and printing what
+sforge.commands.evals and sforge.commands.clean did."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from sforge.cli.common import (
+    AddParser,
+    Subcommands,
+    add_command,
+    add_jobs_options,
+    add_regrade_option,
+    add_task_option,
+    config_from,
+    execution_from,
+    pipeline_from,
+    report_broken,
+)
+
+
+# eval / grade / report ----------------------------------------------------------------
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Grade one archive and print its verdict (a line, or one JSON object)."""
+    from sforge.core.bulk import no_gc  # function-level: buys start-up time
+
+    with no_gc():  # the eval path's imports make thousands of objects: no collector passes
+        from sforge.commands.evals import eval_archive, result_view
+
+    pipe = pipeline_from(config_from(args))
+    if args.task not in pipe.bench.tasks:
+        report_broken(pipe)
+    out = eval_archive(pipe, args.task, args.archive, args.source, args.timeout,
+                       execution_from(args), force=args.force)
+    result = out.result
+    if out.already:
+        print(f"sforge: already graded ({out.path})", file=sys.stderr)
+    view = result_view(pipe, result, args.source)
+    if args.json:
+        print(json.dumps(view))
+    else:
+        verdict = "valid" if result.valid else "INVALID"
+        rescaled = view["rescaled"]
+        print(f"{result.task}: {verdict} score={result.score} rescaled="
+              f"{'-' if rescaled is None else f'{rescaled:.2f}'}  {result.summary}")
+        if result.reason:
+            print(f"  reason: {result.reason}")
+        for rej in result.rejected:
+            print(f"  rejected {rej.path}: {rej.reason}")
+        for change in result.changed:
+            print(f"  changed {change.path}: {change.change}")
+        print(f"  result: {out.path}\n  log: {result.log}")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    """Grade every submission that lacks a result and print the counts."""
+    from sforge.commands.evals import grade_pending  # function-level: buys start-up time
+
+    pipe = pipeline_from(config_from(args))
+    broken = report_broken(pipe)
+    out = grade_pending(pipe, args.task, execution_from(args), again=args.regrade)
+    print(f"sforge: {out.submissions} submission(s), {out.distinct} distinct: "
+          f"{out.distinct - out.missing} up to date, {out.missing - out.failed} graded, "
+          f"{out.failed} failed")
+    return 1 if out.failed or broken else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Grade what is pending, make the report and print the leaderboard."""
+    from sforge.commands.evals import make_report  # function-level: buys start-up time
+    from sforge.scores import leaderboard_text
+
+    pipe = pipeline_from(config_from(args))
+    broken = report_broken(pipe)
+    ok = make_report(pipe, execution_from(args), again=args.regrade)
+    if pipe.layout.leaderboard.exists():
+        print(leaderboard_text(pipe.layout.leaderboard))
+        print(f"\nreport: {pipe.layout.report}")
+    return 0 if ok and not broken else 1
+
+
+# clean --------------------------------------------------------------------------------
+def cmd_clean(args: argparse.Namespace) -> int:
+    """List what nothing refers to; with --yes, remove it."""
+    from sforge.commands.clean import find_garbage, remove  # function-level: start-up time
+    from sforge.containers.docker import engine
+
+    pipe = pipeline_from(config_from(args))
+    broken = report_broken(pipe)
+    items, no_images = find_garbage(pipe, engine())
+    if no_images:
+        print(f"sforge: images not checked: {no_images}", file=sys.stderr)
+    for item in items:
+        print(f"{item.kind:10} {item.what}  ({item.why}; {_size(item.size)})")
+    total = _size(sum(i.size for i in items))
+    if broken:
+        print(f"sforge: {broken} task(s) failed to load: their images and results are kept",
+              file=sys.stderr)
+    if not items:
+        print("sforge clean: nothing unreferenced")
+        return 0
+    if not args.yes:
+        print(f"sforge clean: {len(items)} unreferenced item(s), {total}; "
+              "`sforge clean --yes` removes them")
+        return 0
+    failed = remove(items, engine())
+    for item, error in failed:
+        print(f"sforge: cannot remove {item.what}: {error}", file=sys.stderr)
+    print(f"sforge clean: removed {len(items) - len(failed)} of {len(items)} item(s), {total}")
+    return 1 if failed else 0
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+# parsers ------------------------------------------------------------------------------
+def add_eval(sub: Subcommands) -> None:
+    """`sforge eval`'s parser."""
+    p = add_command(
+        sub, "eval", cmd_eval, "grade one archive with the task's judge",
+        "Grade one .tar/.tar.gz archive in a fresh judge container. The archive is\n"
+        "stored by sha256 under <results>/<bench>/submissions/; an archive already\n"
+        "graded by the same judge and settings is not graded again.")
+    p.add_argument("--task", "-t", required=True, metavar="ID")
+    p.add_argument("--archive", "-a", required=True, metavar="PATH|-",
+                   help="the submission archive, or - for standard input")
+    p.add_argument("--json", action="store_true",
+                   help="print exactly one JSON object on stdout (logs go to stderr)")
+    p.add_argument("--source", default="manual", help="who submitted it (default: manual)")
+    p.add_argument("--timeout", type=float, metavar="S",
+                   help="judge wall clock in seconds, above 0 (default: [judge] timeout_sec); "
+                        "an experiment: graded under its own key, the archive kept under "
+                        "<results>/<bench>/experiments/, not among the leaderboard's "
+                        "submissions")
+    p.add_argument("--force", action="store_true",
+                   help="grade again although a result is stored (the old result is kept in "
+                        "<results>/<bench>/evals/<task>/history/; tables use the newest)")
+
+
+def add_grade(sub: Subcommands) -> None:
+    """`sforge grade`'s parser."""
+    p = add_command(
+        sub, "grade", cmd_grade, "grade every archive of the submissions directory",
+        "Grade <submissions>/<source>/<task>/<name>.tar.gz (optional sidecar\n"
+        "<name>.json: submitted_at, elapsed_s, agent, model) and the store of\n"
+        "`sforge eval`. Only new (archive, judge, settings) pairs are graded.")
+    add_task_option(p)
+    add_regrade_option(p)
+    add_jobs_options(p)
+
+
+def add_report(sub: Subcommands) -> None:
+    """`sforge report`'s parser."""
+    p = add_command(
+        sub, "report", cmd_report,
+        "grade what is pending, then make scores.csv, best.csv, leaderboard, report.html")
+    add_regrade_option(p)
+    add_jobs_options(p)
+
+
+def add_clean(sub: Subcommands) -> None:
+    """`sforge clean`'s parser."""
+    p = add_command(
+        sub, "clean", cmd_clean, "list (and with --yes remove) what nothing refers to",
+        "List what no current task file, submission or judge setting refers to any\n"
+        "more: images under old content tags, their sentinels and build logs, eval\n"
+        "results under keys nothing asks for, stored archives of tasks that are gone,\n"
+        "and temporary files of interrupted writes (older than an hour). Nothing still\n"
+        "referenced is ever listed (experiments of `eval --timeout` included); tasks\n"
+        "that fail to load are left alone.")
+    p.add_argument("--yes", action="store_true", help="remove what is listed")
+
+
+PARSERS: dict[str, AddParser] = {"eval": add_eval, "grade": add_grade, "report": add_report,
+                                 "clean": add_clean}
