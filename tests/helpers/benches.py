@@ -27,6 +27,8 @@ class Sforge:
     def run(self, *args: str, check: bool = False, env: dict | None = None,
             bench: Path | None = None, results: Path | None = None,
             stdin: bytes | None = None) -> subprocess.CompletedProcess:
+        """`python -m sforge -b BENCH --results RESULTS ARGS` from the folder above the copy;
+        check: raise with its output when it fails."""
         cmd = [sys.executable, "-m", "sforge", "-b", str(bench or self.bench),
                "--results", str(results or self.results), *args]
         proc = subprocess.run(cmd, capture_output=True, input=stdin,

@@ -60,10 +60,12 @@ def make_batch(bench: Path, n: int) -> dict[tuple[str, str, str], float]:
 
 
 def scores(results: Path, name: str) -> pd.DataFrame:
+    """The benchmark's scores.csv as text, without its timing columns, in a fixed order."""
     frame = pd.read_csv(results / name / "scores.csv", dtype=str, keep_default_na=False)
     return frame.drop(columns=TIMING).sort_values(["source", "task", "name"]) \
         .reset_index(drop=True)
 
 
 def copy_sentinels(src: Path, dest: Path, name: str) -> None:
+    """Give results folder dest the image sentinels of src (the images are made once)."""
     shutil.copytree(src / name / "images", dest / name / "images")
