@@ -64,3 +64,9 @@ def remove_images(client: docker.DockerClient, prefix: str) -> None:
             if tag.startswith(f"{prefix}."):
                 with contextlib.suppress(docker.errors.NotFound):
                     client.api.remove_image(tag, force=True)
+
+
+def results_of(sf: Sforge) -> dict[str, int]:
+    """The eval result files of a copy → their mtime in ns (which were written, or rewritten)."""
+    return {p.name: p.stat().st_mtime_ns
+            for p in (sf.results / sf.name / "evals").glob("*/*.json")}

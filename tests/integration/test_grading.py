@@ -9,17 +9,13 @@ import sys
 import pytest
 
 from tests.helpers.archives import archive
+from tests.helpers.benches import results_of
 from tests.helpers.paths import REPO
 
 pytestmark = pytest.mark.docker
 
 REQUIRED = {"task", "submission", "source", "valid", "score", "summary", "details", "metrics",
             "rescaled", "timed_out", "duration_s", "judge_image", "rejected"}
-
-
-def results_of(sf) -> dict[str, float]:
-    return {p.name: p.stat().st_mtime_ns
-            for p in (sf.results / sf.name / "evals").glob("*/*.json")}
 
 
 def batch(sf, answers: dict[tuple[str, str], str]) -> None:
