@@ -25,7 +25,7 @@ from pathlib import Path
 from common import remove_images, row, sforge
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "helpers"))  # model_server
 
 RUNS = 20
 PER_RUN = 5

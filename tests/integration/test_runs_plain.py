@@ -1,0 +1,176 @@
+"""Run targets without `sforge run`: plain Snakemake makes one from config (starting its own
+judge service), and `sforge runs --cancel` stops a running one. A busybox task whose judge
+answers at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.helpers.benches import Sforge, copy_bench, remove_images
+from tests.helpers.model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
+from tests.helpers.paths import FIXTURES, REPO
+from tests.helpers.runs import run_containers
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def servicebench(tmp_path, docker_client):
+    """The CLI over a copy of fixtures/servicebench under a unique name; its images removed
+    after."""
+    name = copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
+    yield Sforge(tmp_path / "bench", tmp_path / "results", name)
+    remove_images(docker_client, name)
+
+
+def test_plain_snakemake_makes_a_run(servicebench, tmp_path):
+    script = tmp_path / "a.sh"
+    script.write_text("echo 6 > answer.txt; sforge-submit\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "benchmark": str(servicebench.bench), "results": str(servicebench.results),
+        "run": {"id": "plain", "agent": "script", "script": str(script), "timeout_s": 60}}))
+    target = (servicebench.results / servicebench.name / "runs" / "plain" / "quick" / "0" /
+              "run.json")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", str(target), "--cores", "2",
+                           "--configfile", str(config)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads(target.read_text())
+    assert rec["best_score"] == 6 and rec["rounds"] == 2 and rec["final"]["final"]
+    # the run is in `sforge runs`, done
+    listed = json.loads(servicebench.run("runs", "--json", check=True).stdout)
+    assert [(r["run"], r["state"]) for r in listed] == [("plain", "done")]
+
+
+def start_slow_run(servicebench, tmp_path, run_id: str, answer: int):
+    """`sforge run` of a script that writes its answer, says so, then works for 100 s;
+    returns once the answer is written."""
+    script = tmp_path / f"{run_id}.sh"
+    script.write_text(f"echo {answer} > answer.txt; echo WRITTEN; sleep 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sforge", "-b", str(servicebench.bench), "--results",
+         str(servicebench.results), "run", "--agent", "script", "--script", str(script),
+         "--task", "quick", "--run-id", run_id, "--timeout", "200"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    folder = servicebench.results / servicebench.name / "runs" / run_id / "quick" / "0"
+    log = folder / "agent.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "WRITTEN" in log.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.2)
+    return proc, folder
+
+
+def test_cancel_a_running_run(servicebench, tmp_path):
+    proc, folder = start_slow_run(servicebench, tmp_path, "c1", 3)
+    listed = json.loads(servicebench.run("runs", "--run", "c1", "--json", check=True).stdout)
+    assert listed[0]["state"] == "running"
+    started = time.monotonic()
+    servicebench.run("runs", "--cancel", "c1", check=True)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 60  # not the script's 100 s
+    rec = json.loads((folder / "run.json").read_text())
+    assert rec["stopped_by"] == "cancelled" and not rec["interrupted"]
+    assert rec["final"]["score"] == 3  # the workspace it left was graded
+
+
+def test_second_ctrl_c_leaves_no_container(servicebench, tmp_path, docker_client):
+    proc, folder = start_slow_run(servicebench, tmp_path, "i1", 4)
+    os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole group
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)   # and again
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode != 0, out
+    assert "abandoning final grading" in out
+    assert not (folder / "run.json").exists()
+    attempt = json.loads((folder / "attempt-1.json").read_text())
+    assert attempt["interrupted"]
+    assert not run_containers(docker_client, servicebench, "i1")
+
+
+def _claude(servicebench, model, run_id, *extra):
+    return servicebench.run("run", "--agent", "claude-code", "--task", "quick", "--run-id", run_id,
+                        "--timeout", "120", "--model-api", model.url, *extra,
+                        env={"ANTHROPIC_API_KEY": "sk-ant-test-plain"})
+
+
+def test_claude_in_busybox_resumes_then_stops_at_a_token_cap(servicebench):
+    """claude-code in a busybox-only work image (musl's loader and bash-static from the
+    bundle): when it finishes early its resume command restarts it (bounded); a token cap
+    stops a run."""
+    model = ScriptedModel(commands=["echo 9 > answer.txt && sforge-submit"]).start()
+    try:
+        done = _claude(servicebench, model, "resumed", "--max-resumes", "2")
+        calls = len(model.requests)
+        capped = _claude(servicebench, model, "capped",
+                         "--max-tokens", str(INPUT_TOKENS + OUTPUT_TOKENS + 1))
+    finally:
+        model.stop()
+    root = servicebench.results / servicebench.name / "runs"
+    assert done.returncode == 0, done.stdout + done.stderr
+    rec = json.loads((root / "resumed" / "quick" / "0" / "run.json").read_text())
+    assert rec["best_score"] == 9 and rec["resumes"] == 2 and rec["exit_code"] == 0
+    assert (root / "resumed" / "quick" / "0" / "agent.log").read_text().count(
+        "starting: resume") == 2
+    assert rec["usage"]["calls"] == calls
+    assert capped.returncode == 0, capped.stdout + capped.stderr
+    rec = json.loads((root / "capped" / "quick" / "0" / "run.json").read_text())
+    assert rec["stopped_by"] == "cap" and "max-tokens" in rec["usage"]["capped"]
+    assert rec["usage"]["calls"] == 2 and rec["resumes"] == 0  # no restart past a cap
+
+
+def test_timeout_grades_the_final_workspace(servicebench, tmp_path, docker_client):
+    script = tmp_path / "long.sh"
+    script.write_text("echo 2 > answer.txt; sleep 300\n")
+    servicebench.run("run", "--agent", "script", "--script", str(script), "--task", "quick",
+                 "--run-id", "t1", "--timeout", "4", check=True)
+    rec = json.loads((servicebench.results / servicebench.name / "runs" / "t1" / "quick" / "0" /
+                      "run.json").read_text())
+    assert rec["timed_out"] and rec["stopped_by"] == "timeout" and rec["exit_code"] is None
+    assert rec["final"]["final"] and rec["final"]["score"] == 2 and rec["best_score"] == 2
+    assert rec["elapsed_s"] < 60
+    assert not run_containers(docker_client, servicebench, "t1")
+
+
+def test_an_agent_printing_without_end_cannot_fill_the_disk(servicebench, tmp_path):
+    """agent.log is on the host: it keeps the head and the tail of what the agent prints,
+    with a line saying how much was cut between, and the run goes on to its record."""
+    from sforge.runs.runner import AGENT_LOG_HEAD, AGENT_LOG_TAIL
+
+    script = tmp_path / "loud.sh"
+    script.write_text("echo 5 > answer.txt; echo FIRST; head -c 120000000 /dev/zero | "
+                      "tr '\\0' x; echo; echo LAST\n")
+    servicebench.run("run", "--agent", "script", "--script", str(script), "--task", "quick",
+                 "--run-id", "loud", "--timeout", "120", check=True)
+    folder = servicebench.results / servicebench.name / "runs" / "loud" / "quick" / "0"
+    log = (folder / "agent.log").read_bytes()
+    assert len(log) < AGENT_LOG_HEAD + AGENT_LOG_TAIL + 4096
+    assert b"FIRST" in log[:4096] and b"LAST" in log[-4096:]
+    assert b"bytes cut" in log and b"agent exited 0" in log[-200:]
+    assert json.loads((folder / "run.json").read_text())["final"]["score"] == 5
+
+
+@pytest.mark.parametrize("run_id", ["..", "../..", "*", "r1/../..", ""])
+def test_runs_takes_only_run_ids(tmp_path, run_id):
+    """`sforge runs --cancel R` and `sforge runs --run R` refuse what is not a run id: a path or a
+    pattern there wrote cancel files across results/ (or cancelled every run)."""
+    bench = FIXTURES / "servicebench"
+    results = tmp_path / "results"
+    (results / "servicebench" / "evals" / "quick").mkdir(parents=True)
+    (results / "servicebench" / "runs" / "r1" / "quick" / "0").mkdir(parents=True)
+    for args in (["runs", "--cancel", run_id], ["runs", "--run", run_id]):
+        proc = subprocess.run([sys.executable, "-m", "sforge", "-b", str(bench), "--results",
+                               str(results), *args], capture_output=True, text=True)
+        assert proc.returncode != 0, (args, proc.stdout)
+        assert f"run id {run_id!r}" in proc.stderr and "letters, digits" in proc.stderr
+    assert not list(results.rglob("cancel"))
