@@ -90,7 +90,7 @@ def _csv_field_strings(col: pd.Series) -> list[str]:
 def csv_text(df: pd.DataFrame) -> str:
     """df.to_csv(index=False) in 60% of the time: a column at a time, then one join per row
     (2.2 s → 1.3 s for 100k scores rows). Byte-identical to pandas for our column types
-    (tests/test_scores.py checks it) but for one fix: a field holding a carriage return is
+    (tests/unit/test_scores.py checks it) but for one fix: a field holding a carriage return is
     quoted, where pandas leaves it bare and its own reader then splits the row in two (a
     grader's summary may well hold one). Any other table goes to pandas."""
     simple = all(str(t) in ("float64", "bool", "int64", "str") for t in df.dtypes)

@@ -295,7 +295,7 @@ def test_a_changed_limit_regrades_and_the_old_result_comes_back(minibench, tmp_p
     """Grade; grade under a --config with a stricter archive limit: the archive is graded
     again under a new key, and `snakemake`, `sforge eval` and judge_local make that key
     too; back to the default limits: nothing is judged, the first result serves again."""
-    from test_grading import results_of
+    from tests.helpers.benches import results_of
 
     sub = archive(minibench.bench / "submissions" / "s1" / "gamma" / "run1.tar.gz",
                   {"answer.txt": "3", "notes.txt": "x"})

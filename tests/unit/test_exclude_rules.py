@@ -17,8 +17,9 @@ import pytest
 
 from sforge.benchmark.model import SubmissionRules
 from sforge.grading.archive import _Selection, filter_submission
+from tests.helpers.paths import REPO
 
-HELPER = Path(__file__).resolve().parents[1] / "helper"
+HELPER = REPO / "helper"
 CASES = json.loads((HELPER / "testdata" / "exclude_rules.json").read_text())["cases"]
 
 

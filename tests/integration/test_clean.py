@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, copy_bench
-from test_grading import archive
 
 from sforge.benchmark.submissions import store_archive
 from sforge.commands.clean import find_files
@@ -23,6 +21,9 @@ from sforge.grading.claims import try_claim
 from sforge.grading.contract import judged_task
 from sforge.grading.results import EvalResult, eval_key, retire
 from sforge.plan.pipeline import Pipeline
+from tests.helpers.archives import archive
+from tests.helpers.benches import copy_bench
+from tests.helpers.paths import FIXTURES
 
 
 def _pipeline(tmp_path: Path) -> Pipeline:

@@ -18,7 +18,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, REPO, copy_bench
 
 from sforge.core.config import load_config
 from sforge.grading.batch import grade_batch
@@ -27,6 +26,8 @@ from sforge.service.core import Service
 from sforge.service.state import now_iso
 from sforge.workflow import targets
 from sforge.workflow.snakemake import machine_memory_mb
+from tests.helpers.benches import copy_bench
+from tests.helpers.paths import FIXTURES, REPO
 
 
 def _bench(tmp_path: Path, cpus: float, memory: str) -> Pipeline:
