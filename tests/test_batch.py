@@ -18,9 +18,9 @@ from test_grading import archive
 
 from sforge.core.config import load_config
 from sforge.core.errors import InfrastructureError
+from sforge.grading import grade as targets
 from sforge.grading.batch import grade_batch
 from sforge.plan.pipeline import Pipeline
-from sforge.workflow import targets
 
 
 # -- packing (no Docker: the two halves of targets.grade replaced by recorders) ---------------

@@ -509,7 +509,7 @@ def test_csv_round_trip_is_exact(tmp_path):
     df = pd.DataFrame({"task": pd.Series(["0012"] * len(raws), dtype="str"),
                        "score": pd.Series(raws, dtype="float64")})
     path = tmp_path / "t.csv"
-    score_tables._write_csv(df, path)
+    score_tables.write_csv(df, path)
     back = scores.read_table(path, {"task": "str", "score": "float64"})
     assert list(back["task"]) == ["0012"] * len(raws)
     assert [x.hex() for x in back["score"]] == [x.hex() for x in raws]

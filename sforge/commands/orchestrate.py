@@ -278,7 +278,7 @@ def sweep() -> None:
     died or whose deadline passed (never a live run's). Without a daemon there is nothing to
     sweep, and the command itself says whether it needs one."""
     from sforge.core.errors import InfrastructureError
-    from sforge.workflow.targets import sweep_orphans
+    from sforge.grading.grade import sweep_orphans
 
     try:
         sweep_orphans()
@@ -341,8 +341,8 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
     """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge; with
     `force`, grade it again although a result is stored (the old one goes to history/)."""
     from sforge.benchmark.submissions import store_archive
+    from sforge.grading.grade import grade
     from sforge.grading.results import load_result
-    from sforge.workflow.targets import grade
 
     task = pipe.bench.tasks.get(task_id)
     if task is None:
@@ -397,9 +397,9 @@ def read_stored_results(pipe: Pipeline, paths: list[str]) -> dict[str, tuple[Any
     if not paths:
         return {}
     from sforge.grading.results import set_aside  # (sforge.scores imports pandas)
-    from sforge.scores.cache import _cache_path, read_results
+    from sforge.scores.cache import cache_path, read_results
 
-    return read_results(paths, _cache_path(pipe.layout.scores), prune=False,
+    return read_results(paths, cache_path(pipe.layout.scores), prune=False,
                         on_unreadable=lambda path, why: set_aside(Path(path), why))
 
 
@@ -414,7 +414,7 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
 def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
     """Grade what is pending (and the tasks `again` anew), then make the tables and
     report.html; True when all made."""
-    from sforge.workflow.targets import stale_tasks, task_fingerprints, update_report_target
+    from sforge.report.update import stale_tasks, task_fingerprints, update_products
 
     regrade(pipe, again)
     # Only the tasks whose folders changed since the last report are looked at (their
@@ -433,12 +433,12 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
             # What was read stands for the tables only where the task's fingerprint was
             # taken before it: a task fingerprinted again later (too fresh now) is read
             # again, or a change in between would be stored as seen.
-            from sforge.scores.cache import _RESULT_FIELDS
+            from sforge.scores.cache import RESULT_FIELDS
 
-            at = _RESULT_FIELDS.index("task")
+            at = RESULT_FIELDS.index("task")
             later = {t for t, fp in prints.items() if fp is None}
             read = {p: f for p, f in out.read.items() if f[at] not in later}
-    update_report_target(pipe, prints, read)
+    update_products(pipe, prints, read)
     return True
 
 

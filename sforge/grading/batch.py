@@ -39,7 +39,7 @@ class Need:
 def judge_need(pipe: Pipeline, target: EvalTarget, cores: int, mem_mb: int) -> Need:
     """What one judge holds while it runs: the evaluate rule's threads and mem_mb, capped as
     Snakemake caps a local job's (threads at the cores given, memory at the machine's)."""
-    from sforge.workflow.targets import judge_mem_mb, judge_threads
+    from sforge.grading.grade import judge_mem_mb, judge_threads
 
     return Need(min(judge_threads(pipe, target.task), cores),
                 min(judge_mem_mb(pipe, target.task), mem_mb))
@@ -60,8 +60,8 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
     running judges."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
+    from sforge.grading.grade import PendingGrade, finish_grade, prepare_grade, stop_grading
     from sforge.workflow.snakemake import machine_memory_mb
-    from sforge.workflow.targets import PendingGrade, finish_grade, prepare_grade, stop_grading
 
     cores, mem_mb = max(1, jobs), machine_memory_mb()
     free = [cores, mem_mb]

@@ -116,7 +116,7 @@ class Service:
         """Runs in a judge thread: (the stored result, False), or (the verdict of the one
         grading function, True)."""
         from sforge.core.errors import InfrastructureError
-        from sforge.workflow.targets import grade
+        from sforge.grading.grade import grade
 
         run = self.state.run(sub["run_id"]) or {}
         source = run.get("source", "")
@@ -251,7 +251,7 @@ def remove_own_judges() -> None:
     """Stop the judges this process runs (a stop before they finished): from now on none
     writes a verdict (a judge whose container we removed exits 137, which is no verdict of
     the grader: it was stored as an invalid result for good), then their containers go."""
-    from sforge.workflow.targets import stop_grading
+    from sforge.grading.grade import stop_grading
 
     try:
         stop_grading()
