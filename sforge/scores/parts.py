@@ -12,13 +12,13 @@ result and no parse; the tasks that miss are computed together (one pass of the 
 functions the one-table path uses, then split by task), so both paths give the same bytes
 (tests check it). The cache only ever saves time, it never decides a score.
 
-`sforge report` goes one step further (update_tables): a task whose folder fingerprint
-(sforge.scores.folders) is the one stored with its part is not even listed: no archive, no
-result and no submission record of it is looked at, so one changed result among 100,000
-costs its task and a concatenation. The others are all computed, so they need no digest
-(100,000 stats saved on a cold report). Each part also holds what the report's index needs
-of the task's rows (counts, sources, the newest invalid rows), so the index is made without
-reading scores.csv back.
+`sforge report` and the report rule go one step further (update_tables with fingerprints):
+a task whose folder fingerprint (sforge.scores.folders) is the one stored with its part is
+not even listed: no archive, no result and no submission record of it is looked at, so one
+changed result among 100,000 costs its task and a concatenation. The others are all
+computed, so they need no digest (100,000 stats saved on a cold report). Each part also
+holds what the report's index needs of the task's rows (counts, sources, the newest invalid
+rows), so the index is made without reading scores.csv back.
 
 A part's rows of scores.csv are kept as their place in the scores.csv written with the
 store (tagged with that file's stat): the next scores.csv copies them from there, and a
@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from sforge.benchmark.model import Benchmark
-from sforge.benchmark.submissions import RecordRow, Submission, record_rows
+from sforge.benchmark.submissions import RecordRow
 from sforge.core.bulk import no_gc
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_text, copy_range, create_temp, utf8
@@ -268,32 +268,27 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
                        csv)
 
 
-def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
-                 out: TablePaths, budgets_h: Sequence[float]) -> int:
-    """scores.csv, best.csv, leaderboard.csv/.md and budgets.csv in one pass over per-task
-    parts: the same files write_scores, write_best and write_leaderboard make one after the
-    other. → how many tasks' parts were computed (0 when nothing changed)."""
-    hours = check_budgets(budgets_h)
-    with no_gc():
-        update = task_parts(bench, record_rows(records), out.scores, hours)
-        save_store(out.scores, *_write(bench, update, out, hours), {})
-    return len(update.made)
-
-
 def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
-                  fingerprints: dict[str, str | None],
-                  records_of: Callable[[list[str]], Records],
+                  fingerprints: dict[str, str | None] | None,
+                  records_of: Callable[[list[str] | None], Records],
                   fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None,
                   known: Mapping[str, tuple[Any, ...]] | None = None) -> PartsUpdate:
-    """The tables of write_tables, computing only the tasks whose folder fingerprint changed
-    (see task_parts); nothing is written when no table can have changed. `known`: result
-    fields read moments ago (sforge.scores.cache.read_results)."""
+    """scores.csv, best.csv, leaderboard.csv/.md and budgets.csv in one pass over per-task
+    parts: the same files write_scores, write_best and write_leaderboard make one after the
+    other. Only the tasks whose folder fingerprint changed are computed (see task_parts);
+    without `fingerprints`, every record is listed (`records_of(None)`), a task is computed
+    when the digest of its records changed and the tables are written from the parts.
+    With them, nothing is written when no table can have changed. `known`: result fields read moments ago (sforge.scores.cache.read_results).
+    → the parts, and which tasks were computed (none when nothing changed)."""
     hours = check_budgets(budgets_h)
     with no_gc():
-        update = task_parts(bench, [], out.scores, hours, fingerprints=fingerprints,
+        listed = records_of(None) if fingerprints is None else []
+        update = task_parts(bench, listed, out.scores, hours, fingerprints=fingerprints,
                             records_of=records_of, fingerprints_of=fingerprints_of,
                             known=known)
-        if update.changed or not all(p.exists() for p in out.every()):
+        # Keyed by digest, the parts know nothing of the benchmark's own settings (the
+        # statuses left out of the leaderboard): the tables are made from them every time.
+        if fingerprints is None or update.changed or not all(p.exists() for p in out.every()):
             update.changed = True
             parts, csv = _write(bench, update, out, hours)
             save_store(out.scores, parts, csv, update.keep_fps)
@@ -408,4 +403,4 @@ def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
 
 
 __all__ = ["INVALID_FIELDS", "NEWEST_INVALID", "PartsUpdate", "TablePaths", "index_entry",
-           "task_parts", "update_tables", "write_tables"]
+           "task_parts", "update_tables"]
