@@ -18,6 +18,7 @@ from sforge.core.joblog import job_log
 from sforge.plan.pipeline import Pipeline
 from sforge.report.state import report_current
 from sforge.scores import folders
+from sforge.scores.cache import cache_path
 from sforge.scores.store import TablePaths, fresh_tasks, stored_parts_if_current
 
 STEPS = ("scores", "best", "leaderboard", "report")  # the step logs the products leave
@@ -80,11 +81,10 @@ def _update(pipe: Pipeline, prints: dict[str, str | None],
             logging.getLogger("sforge.scores").info(
                 "nothing changed: %d task(s) taken from the cache", len(stored))
         return 0
-    # pandas and the templates: imported only when something is to be made (~0.7 s)
+    # start-up: pandas and the templates (~0.7 s), only when something is to be made
     from sforge.report.pages import update_report
-    from sforge.scores.cache import cache_path
-    from sforge.scores.parts import update_tables
-    from sforge.scores.ranking import score_rows
+    from sforge.scores.parts import update_tables  # start-up: pandas
+    from sforge.scores.ranking import score_rows  # start-up: pandas
 
     with job_log(lay.step_log("scores"), "scores.csv (tables by task)"), no_gc():
         update = update_tables(pipe.bench, tables, budgets_hours(pipe), prints,

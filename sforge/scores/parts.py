@@ -72,6 +72,7 @@ from sforge.scores.tables import (
     BUDGETS_COLUMNS,
     SCORES_COLUMNS,
     csv_lines,
+    csv_text,
     empty_table,
 )
 
@@ -278,7 +279,8 @@ def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
     other. Only the tasks whose folder fingerprint changed are computed (see task_parts);
     without `fingerprints`, every record is listed (`records_of(None)`), a task is computed
     when the digest of its records changed and the tables are written from the parts.
-    With them, nothing is written when no table can have changed. `known`: result fields read moments ago (sforge.scores.cache.read_results).
+    With them, nothing is written when no table can have changed. `known`: result fields
+    read moments ago (sforge.scores.cache.read_results).
     → the parts, and which tasks were computed (none when nothing changed)."""
     hours = check_budgets(budgets_h)
     with no_gc():
@@ -380,8 +382,6 @@ def _write(bench: Benchmark, update: PartsUpdate, out: TablePaths,
 
 
 def _csv(frame: pd.DataFrame, columns: dict[str, str] | None) -> str:
-    from sforge.scores.tables import csv_text
-
     return csv_text(frame if len(frame) or columns is None else empty_table(columns))
 
 

@@ -37,6 +37,7 @@ def leaderboard_text(leaderboard_csv: Path) -> str:
                 return data["text"]
         except (OSError, ValueError):
             pass
+    # start-up: pandas (~0.7 s), only when the printed text is not remembered
     from sforge.scores.leaderboard import board_text
 
     text = board_text(leaderboard_csv)

@@ -22,7 +22,9 @@ from typing import Any
 import yaml
 
 from sforge.core.config import WORKFLOW_DIR
+from sforge.core.console import HideChatter
 from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_text
 
 SNAKEFILE = WORKFLOW_DIR / "Snakefile"
 PROFILES = WORKFLOW_DIR / "profiles"
@@ -131,8 +133,6 @@ def _attach(handler: Any, hide_chatter: bool) -> None:
     removes every handler when the run ends)."""
     from snakemake.logging import logger
 
-    from sforge.core.console import HideChatter
-
     if hide_chatter:
         for h in logger.handlers:
             h.addFilter(HideChatter())
@@ -151,8 +151,6 @@ def resolve_profile(name: str) -> Path | str:
 
 def _run_cli(job: Run) -> bool:
     import hashlib
-
-    from sforge.core.fileio import atomic_write_text
 
     # --config would turn nested values into strings; a config file keeps their types. It
     # lives under the results dir, which cluster jobs share.
