@@ -2,6 +2,7 @@
 # rules call, and this run's flags. Parsing makes no Docker call and changes nothing on
 # disk: stale sentinels are dropped before planning by the CLI, or by `sforge verify`.
 import sys
+from pathlib import Path
 
 from sforge.workflow import targets as T
 from sforge.grading.capacity import judge_demand

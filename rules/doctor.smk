@@ -1,5 +1,7 @@
 # `sforge doctor --profile P`: one small job per cluster node, pinned to it, that checks the
 # node (Python, Docker, judge images, the shared results dir) and sweeps its orphaned judges.
+# The check is a command's (sforge.commands.doctor), above the rules' functions' layer.
+from sforge.commands import doctor as D
 
 
 rule doctor_node:
@@ -15,4 +17,5 @@ rule doctor_node:
         runtime=5,
         slurm_extra=lambda w: f"--nodelist={w.node}",
     run:
-        T.doctor_node_target(P, wildcards.run, wildcards.node, output[0], log[0])
+        T.logged_job(log[0], f"doctor: node {wildcards.node}", D.node_report, P, wildcards.run,
+                     wildcards.node, Path(output[0]))

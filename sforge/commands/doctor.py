@@ -174,7 +174,7 @@ def slurm_job_check(node: str) -> Check:
 
 def node_report(pipe: Pipeline, run: str, node: str, out: Path) -> None:
     """The `doctor_node` rule: this node's checks, written to the shared results dir."""
-    from sforge.workflow.targets import node_name, sweep_orphans
+    from sforge.evals.grade import node_name, sweep_orphans
 
     here = node_name()
     checks = machine_checks(pipe, here, run, builds_here=False)
@@ -302,8 +302,8 @@ def read_report(pipe: Pipeline, run: str, node: str, window: tuple[float, float]
 def doctor(pipe: Pipeline, profile: str | None, execution) -> list[Check]:
     """Every check: the host's own, then (with a SLURM profile) one job per node."""
     from sforge.commands.execution import run_workflow
+    from sforge.evals.grade import node_name
     from sforge.workflow.snakemake import resolve_profile
-    from sforge.workflow.targets import node_name
 
     host = f"host {node_name()}"
     checks = machine_checks(pipe, host)

@@ -105,8 +105,8 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
     """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge; with
     `force`, grade it again although a result is stored (the old one goes to history/)."""
     from sforge.benchmark.submissions import store_archive
+    from sforge.evals.grade import grade
     from sforge.grading.results import load_result
-    from sforge.workflow.targets import grade
 
     task = pipe.bench.tasks.get(task_id)
     if task is None:
@@ -163,9 +163,9 @@ def read_stored_results(pipe: Pipeline, paths: list[str]) -> dict[str, tuple[Any
     if not paths:
         return {}
     from sforge.grading.results import set_aside  # (sforge.scores imports pandas)
-    from sforge.scores.cache import _cache_path, read_results
+    from sforge.scores.cache import cache_path, read_results
 
-    return read_results(paths, _cache_path(pipe.layout.scores), prune=False,
+    return read_results(paths, cache_path(pipe.layout.scores), prune=False,
                         on_unreadable=lambda path, why: set_aside(Path(path), why))
 
 
@@ -180,7 +180,7 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
 def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
     """Grade what is pending (and the tasks `again` anew), then make the tables and
     report.html; True when all made."""
-    from sforge.workflow.targets import stale_tasks, task_fingerprints, update_report_target
+    from sforge.report.update import stale_tasks, task_fingerprints, update_products
 
     regrade(pipe, again)
     # Only the tasks whose folders changed since the last report are looked at (their
@@ -199,12 +199,12 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
             # What was read stands for the tables only where the task's fingerprint was
             # taken before it: a task fingerprinted again later (too fresh now) is read
             # again, or a change in between would be stored as seen.
-            from sforge.scores.cache import _RESULT_FIELDS
+            from sforge.scores.cache import RESULT_FIELDS
 
-            at = _RESULT_FIELDS.index("task")
+            at = RESULT_FIELDS.index("task")
             later = {t for t, fp in prints.items() if fp is None}
             read = {p: f for p, f in out.read.items() if f[at] not in later}
-    update_report_target(pipe, prints, read)
+    update_products(pipe, prints, read)
     return True
 
 
@@ -214,7 +214,7 @@ def grade_missing(pipe: Pipeline, ids: list[str] | None, ex: Execution,
     set aside the results of the tasks `ids` that cannot be read, then grade every result
     file their submissions need and lack. Up-to-date results are only stat'ed; a
     `--profile` run grades through Snakemake (cluster jobs), a local one in process
-    (sforge.grading.batch)."""
+    (sforge.evals.batch)."""
     with no_gc():
         rows = pipe.record_rows(ids)
         paths = sorted({r.result for r in rows})
@@ -240,7 +240,7 @@ def grade_locally(pipe: Pipeline, records: list[tuple[Submission, Path]], missin
     """Grade the result files `missing` of `records` on this machine: their judge images
     made first (recorded, or built), then the evals in process, `ex.jobs` cores at a time.
     Identical archives share a result file: the first by path is the one judged."""
-    from sforge.grading.batch import describe_error, grade_batch
+    from sforge.evals.batch import describe_error, grade_batch
 
     by_path: dict[Path, EvalTarget] = {}
     for sub, path in sorted(records, key=lambda r: str(r[0].path)):

@@ -43,7 +43,7 @@ def sweep() -> None:
     died or whose deadline passed (never a live run's). Without a daemon there is nothing to
     sweep, and the command itself says whether it needs one."""
     from sforge.core.errors import InfrastructureError
-    from sforge.workflow.targets import sweep_orphans
+    from sforge.evals.grade import sweep_orphans
 
     try:
         sweep_orphans()

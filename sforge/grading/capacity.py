@@ -1,5 +1,5 @@
 """What one judge holds while it runs, and whether it fits: the one rule of a local batch
-under `-j N` (sforge.grading.batch), of the judge service's queue (sforge.service.scheduler) and of
+under `-j N` (sforge.evals.batch), of the judge service's queue (sforge.service.scheduler) and of
 the Snakemake evaluate rule's threads and mem_mb (rules/evaluate.smk).
 
 A judge's demand is its task's `[judge] cpus` rounded up to whole cores, and its
@@ -13,10 +13,16 @@ it (the judge runs alone), as Snakemake cuts a local job's threads to `--cores`.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 from sforge.benchmark.model import Task
 from sforge.core.units import memory_mb
+
+
+def machine_memory_mb() -> int:
+    """The mem_mb a local run may hand out: the machine's memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
 
 
 @dataclass(frozen=True)

@@ -516,7 +516,8 @@ def run_judge(engine: ContainerEngine, image: str, task: Task, archive: Path, *,
     `timeout` overrides `[judge] timeout_sec`. `log_path` receives the judge's stdout and
     stderr, followed by a few "[sforge]" lines. `copy_out`: on a local engine, result.json
     comes out through a private bind-mounted directory (one archive round trip less; the
-    same verdict, tests/integration/test_judge.py proves it); False: always through the engine's API.
+    same verdict, tests/integration/test_judge.py proves it); False: always through the
+    engine's API.
 
     Raises InfrastructureError (Docker trouble, an archive that cannot be opened); every
     other outcome, including archives that are not tar archives, refused archives, timeouts

@@ -12,9 +12,9 @@ from urllib.parse import quote
 from sforge import __version__
 from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Benchmark
-from sforge.scores.cache import _loads
+from sforge.scores.cache import load_bytes
 
-_PAGES_VERSION = "1"
+PAGES_VERSION = "1"
 # tab20, reordered so the first ten are tab10: sources keep one colour on every page
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
@@ -32,17 +32,18 @@ def entry_colors(entries: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 
 def page_state_path(root: Path) -> Path:
+    """Where the state of the task pages on disk is kept (stored_pages)."""
     return root / ".cache" / "report-pages.json"
 
 
 def stored_pages(root: Path) -> dict[str, Any]:
     """task → what its page on disk was rendered from (page_wants' entries)."""
     try:
-        state = _loads(page_state_path(root).read_bytes())
+        state = load_bytes(page_state_path(root).read_bytes())
     except (OSError, ValueError):
         return {}
     pages = state.get("pages") if isinstance(state, dict) \
-        and state.get("version") == _PAGES_VERSION else None
+        and state.get("version") == PAGES_VERSION else None
     return pages if isinstance(pages, dict) else {}
 
 

@@ -48,7 +48,7 @@ def make_bundle_target(pipe, agent_name: str, digest: str, output: str,
                        log: str | None = None) -> None:
     """Prepare the bundle whose sources hash to `digest` (for the script agent: the script
     of a run that asks for it); `log`: the rule's log file."""
-    from sforge.workflow.targets import job_log
+    from sforge.core.joblog import job_log
 
     with job_log(log, f"agent bundle {agent_name} {digest}"):
         _make_bundle(pipe, agent_name, digest, output)

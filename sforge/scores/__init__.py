@@ -1,7 +1,9 @@
 """Eval results → scores.csv → best.csv → leaderboard (CSV, Markdown) and time budgets.
 
-Every table is derived with pandas from the one before it, so each Snakemake rule reads
-files and writes one product. The rules:
+Every table is derived with pandas from the one before it. `sforge report` and the Snakemake
+report rule make them all at once, by task (sforge.scores.parts, driven by
+sforge.report.update); write_scores, write_best and write_leaderboard make each table from
+the one before it, in the same bytes (tests compare the two). The rules:
 
 - scores.csv: one row per graded submission (several submissions may share one result file:
   identical archives are graded once). `rescaled` is the 0–100 score of docs/rescale.md;
@@ -27,8 +29,10 @@ what only Python's json reads). write_scores also leaves the ranking columns of 
 a JSON sidecar in .cache/, tagged with the CSV's stat, so best.csv and the leaderboard do not
 parse the CSV again; a CSV changed by anything else is parsed as before.
 
-Modules: tables (schemas, CSV I/O), cache (parsed result files), ranking (scores.csv,
-best.csv), leaderboard (leaderboard, budgets).
+Modules: columns and tables (schemas, CSV I/O), cache (parsed result files), ranking
+(scores.csv, best.csv), leaderboard (leaderboard, budgets), parts and store (the tables by
+task and their store), folders (the fingerprints that decide which tasks changed), terminal
+(the leaderboard as printed), frames (the tables for notebooks).
 """
 
 from __future__ import annotations

@@ -22,29 +22,29 @@ import orjson
 
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_bytes, open_regular
-from sforge.core.fileio import loads_json as _loads
+from sforge.core.fileio import loads_json as load_bytes
 from sforge.core.forking import fork_map
 from sforge.grading.feedback import Feedback, compact_feedback, json_text
 
 log = logging.getLogger(__name__)
 
 # Fields taken from each eval result JSON (sforge.grading.results.EvalResult).
-_RESULT_FIELDS = ("task", "submission", "key", "valid", "score", "summary", "reason",
+RESULT_FIELDS = ("task", "submission", "key", "valid", "score", "summary", "reason",
                   "duration_s", "finished_at", "judge_image")
 _CACHE_VERSION = "3"  # 3: each entry ends with the result's feedback (compact_feedback)
 # Result directories a worker process must have to be worth its start (sforge.core.forking): a
 # cold read of 100,000 results over 200 directories parses on every core.
 DIRS_PER_PROCESS = 25
 # Positions of the float fields in a cache entry ([signature, *fields]).
-_SCORE_AT = 1 + _RESULT_FIELDS.index("score")
-_DURATION_AT = 1 + _RESULT_FIELDS.index("duration_s")
-_FEEDBACK_AT = 1 + len(_RESULT_FIELDS)
-_SUMMARY_AT, _REASON_AT = 1 + _RESULT_FIELDS.index("summary"), 1 + _RESULT_FIELDS.index("reason")
+_SCORE_AT = 1 + RESULT_FIELDS.index("score")
+_DURATION_AT = 1 + RESULT_FIELDS.index("duration_s")
+_FEEDBACK_AT = 1 + len(RESULT_FIELDS)
+_SUMMARY_AT, _REASON_AT = 1 + RESULT_FIELDS.index("summary"), 1 + RESULT_FIELDS.index("reason")
 
 
-def _dumps(data: Any, finite: bool = True) -> bytes:
+def dump_bytes(data: Any, finite: bool = True) -> bytes:
     """orjson, unless the caller knows of a float that is not finite (orjson would write
-    null) or a string is not UTF-8 (a lone surrogate): then json, which _loads reads back."""
+    null) or a string is not UTF-8 (a lone surrogate): then json, which load_bytes reads back."""
     if finite:
         with contextlib.suppress(TypeError):
             return orjson.dumps(data)
@@ -55,11 +55,13 @@ def _finite(value: Any) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-def _missing(path: str) -> SforgeError:
+def missing_result(path: str) -> SforgeError:
+    """The error of a result file the tables need and do not find."""
     return SforgeError(f"{path}: eval result missing (grade it before aggregating)")
 
 
-def _sig(st: os.stat_result) -> str:
+def stat_sig(st: os.stat_result) -> str:
+    """A file's identity and version as the caches compare it (inode, size, mtime, ctime)."""
     return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
@@ -72,7 +74,7 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
     try:
         fd, st = open_regular(path)
     except FileNotFoundError:
-        raise _missing(path) from None
+        raise missing_result(path) from None
     except OSError as exc:
         raise SforgeError(f"{path}: unreadable eval result: {exc}") from None
     try:
@@ -82,7 +84,7 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
             while chunk := os.read(fd, 1 << 20):
                 chunks.append(chunk)
             blob = b"".join(chunks)
-        data = _loads(blob, bulk=True)
+        data = load_bytes(blob, bulk=True)
     except (OSError, ValueError) as exc:
         raise SforgeError(f"{path}: unreadable eval result: {exc}") from None
     finally:
@@ -98,8 +100,8 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
     duration = float(duration) if isinstance(duration, int | float) \
         and not isinstance(duration, bool) else None
     key = data.get("key")
-    return _sig(st), (data["task"], data["submission"],
-                      key if isinstance(key, str) and key else Path(path).stem,
+    return stat_sig(st), (data["task"], data["submission"],
+                          key if isinstance(key, str) and key else Path(path).stem,
                       data["valid"], score, _opt_text(data.get("summary")),
                       _opt_text(data.get("reason")), duration,
                       _opt_text(data.get("finished_at")) or None,
@@ -118,11 +120,12 @@ def _opt_text(value: Any) -> str | None:
 _NONE = type(None)
 _FIELD_TYPES = ((str,), (str,), (str,), (bool,), (float, _NONE), (str, _NONE), (str, _NONE),
                 (float, _NONE), (str, _NONE), (str, _NONE))
-assert len(_FIELD_TYPES) == len(_RESULT_FIELDS)
+assert len(_FIELD_TYPES) == len(RESULT_FIELDS)
 _ENTRY_TYPES = frozenset(itertools.product(*_FIELD_TYPES))  # one set lookup an entry
 
 
-def _cache_path(out: Path) -> Path:
+def cache_path(out: Path) -> Path:
+    """Where the parsed results of the tables at `out` (scores.csv) are cached."""
     # <results>/<bench>/.cache/ when out is <results>/<bench>/scores.csv (layout.cache).
     return out.parent / ".cache" / f"{out.name}.results"
 
@@ -133,11 +136,11 @@ def _shard_path(cache: Path, directory: str) -> Path:
 
 def _load_shard(path: Path, directory: str) -> dict[str, list[Any]]:
     try:
-        data = _loads(path.read_bytes(), bulk=True)
+        data = load_bytes(path.read_bytes(), bulk=True)
     except (OSError, ValueError):
         return {}  # no cache yet, or a broken one: parse everything
     if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION \
-            or data.get("fields") != list(_RESULT_FIELDS) or data.get("dir") != directory \
+            or data.get("fields") != list(RESULT_FIELDS) or data.get("dir") != directory \
             or not isinstance(data.get("results"), dict):
         return {}
     return data["results"]
@@ -145,13 +148,13 @@ def _load_shard(path: Path, directory: str) -> dict[str, list[Any]]:
 
 def _cached_entry(entry: Any, path: str) -> list[Any] | None:
     """The cached entry if the file is still the one it was parsed from."""
-    if not (isinstance(entry, list) and len(entry) == len(_RESULT_FIELDS) + 2) \
+    if not (isinstance(entry, list) and len(entry) == len(RESULT_FIELDS) + 2) \
             or tuple(map(type, entry[1:_FEEDBACK_AT])) not in _ENTRY_TYPES:
         return None
     try:
-        return entry if entry[0] == _sig(os.stat(path)) else None
+        return entry if entry[0] == stat_sig(os.stat(path)) else None
     except FileNotFoundError:
-        raise _missing(path) from None
+        raise missing_result(path) from None
     except OSError:  # a link loop, a name too long: parsing says why it is unreadable
         return None
 
@@ -170,7 +173,7 @@ def read_results(paths: Iterable[str], cache: Path | None = None, *,
                  on_unreadable: Callable[[str, str], object] | None = None,
                  prune: bool = True, known: Mapping[str, tuple[Any, ...]] | None = None
                  ) -> dict[str, tuple[Any, ...]]:
-    """path → the result fields scores.csv needs (_RESULT_FIELDS), for each distinct path.
+    """path → the result fields scores.csv needs (RESULT_FIELDS), for each distinct path.
 
     With `cache` (a directory), a file whose (inode, size, mtime, ctime) matches the cached
     signature is not parsed again. Results are written atomically (a new inode), so a regraded
@@ -243,8 +246,8 @@ def _read_dir(cache: Path | None, directory: str, members: list[str],
         out[path] = tuple(entry[1:_FEEDBACK_AT])
     if shard is not None and fresh != cached:
         finite = all(_finite(e[_SCORE_AT]) and _finite(e[_DURATION_AT]) for e in fresh.values())
-        blob = _dumps({"version": _CACHE_VERSION, "fields": list(_RESULT_FIELDS),
-                       "dir": directory, "results": fresh}, finite)
+        blob = dump_bytes({"version": _CACHE_VERSION, "fields": list(RESULT_FIELDS),
+                            "dir": directory, "results": fresh}, finite)
         try:
             atomic_write_bytes(shard, blob)
         except OSError as exc:  # a read-only results tree still aggregates, only slower

@@ -14,17 +14,17 @@ from sforge.benchmark.model import Benchmark
 from sforge.core.bulk import no_gc
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_text
-from sforge.scores.ranking import _best_of, _ranked
+from sforge.scores.ranking import best_of_ranked, ranked_rows
 from sforge.scores.tables import (
     BUDGETS_COLUMNS,
     LEADERBOARD_HEAD,
     LEADERBOARD_TAIL,
     RANKING_COLUMNS,
-    _empty,
-    _write_csv,
+    empty_table,
     read_best,
     read_leaderboard,
     read_scores,
+    write_csv,
 )
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,8 @@ def _grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFra
     return pd.DataFrame(grid, index=sources, columns=tasks)
 
 
-def _means(bench: Benchmark, best: pd.DataFrame, sources: pd.Index,
-           categories: bool = True) -> pd.DataFrame:
+def mean_scores(bench: Benchmark, best: pd.DataFrame, sources: pd.Index,
+                categories: bool = True) -> pd.DataFrame:
     """Per source: overall mean, per-category means (unless not wanted: a budget's row has
     none, and they were most of its cost) and tasks with a valid result."""
     grid = _grid(bench, best, sources)
@@ -103,8 +103,8 @@ def board_frame(bench: Benchmark, best: pd.DataFrame, sources: list[str],
     cats = list(category_columns(bench).values())
     columns = {**LEADERBOARD_HEAD, **dict.fromkeys(cats, "float64"), **LEADERBOARD_TAIL}
     if not len(index):
-        return _empty(columns)
-    board = _means(bench, best, index)
+        return empty_table(columns)
+    board = mean_scores(bench, best, index)
     who = pd.DataFrame({"agent": [people.get(s, (None, None))[0] for s in sources],
                         "model": [people.get(s, (None, None))[1] for s in sources]},
                        index=index)
@@ -114,7 +114,8 @@ def board_frame(bench: Benchmark, best: pd.DataFrame, sources: list[str],
     return board[list(columns)].astype(columns)
 
 
-def _check_budgets(budgets_h: Iterable[float]) -> list[float]:
+def check_budgets(budgets_h: Iterable[float]) -> list[float]:
+    """The time budgets, sorted and each once; an error for one that is not positive hours."""
     hours = sorted({float(h) for h in budgets_h})
     bad = [h for h in hours if not (math.isfinite(h) and h > 0)]
     if bad:
@@ -125,16 +126,16 @@ def _check_budgets(budgets_h: Iterable[float]) -> list[float]:
 def budget_rows(bench: Benchmark, scores: pd.DataFrame, budgets_h: Iterable[float]) -> pd.DataFrame:
     """Per source with elapsed times and per budget: the leaderboard mean from the best valid
     result submitted within the budget. Submissions without elapsed_s are left out."""
-    hours = _check_budgets(budgets_h)
+    hours = check_budgets(budgets_h)
     timed = scores[scores["elapsed_s"].notna()]
     sources = pd.Index(sorted(timed["source"].unique()), name="source", dtype="str")
     if not len(sources) or not hours:
-        return _empty(BUDGETS_COLUMNS)
-    ranked = _ranked(bench, timed)  # sorted once; a filter keeps the order
+        return empty_table(BUDGETS_COLUMNS)
+    ranked = ranked_rows(bench, timed)  # sorted once; a filter keeps the order
     frames = []
     for h in hours:  # a handful of budgets, each vectorized over all rows
-        best = _best_of(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
-        means = _means(bench, best, sources, categories=False)[
+        best = best_of_ranked(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
+        means = mean_scores(bench, best, sources, categories=False)[
             ["score", "tasks_valid"]].reset_index()
         means.insert(1, "budget_h", h)
         frames.append(means)
@@ -145,7 +146,8 @@ def _hours_label(h: float) -> str:
     return f"{h:g}h"
 
 
-def _markdown(bench: Benchmark, board: pd.DataFrame, budgets: pd.DataFrame) -> str:
+def leaderboard_markdown(bench: Benchmark, board: pd.DataFrame, budgets: pd.DataFrame) -> str:
+    """leaderboard.md: the leaderboard and the time budgets, with how the score is made."""
     lines = [f"# Leaderboard: {bench.name}", ""]
     lines.append(
         f"Score: mean rescaled (0–100) best valid result over the {len(bench.ranked_tasks)} "
@@ -183,9 +185,9 @@ def write_leaderboard(benchmark: Benchmark, best_csv: Path, scores_csv: Path, ou
         scores = read_scores(scores_csv, RANKING_COLUMNS)
         board = leaderboard_rows(benchmark, read_best(best_csv), scores)
         budgets = budget_rows(benchmark, scores, budgets_h)
-    _write_csv(board, Path(out_csv))
-    _write_csv(budgets, Path(out_budgets))
-    atomic_write_text(Path(out_md), _markdown(benchmark, board, budgets))
+    write_csv(board, Path(out_csv))
+    write_csv(budgets, Path(out_budgets))
+    atomic_write_text(Path(out_md), leaderboard_markdown(benchmark, board, budgets))
 
 
 def board_text(leaderboard_csv: Path) -> str:

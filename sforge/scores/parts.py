@@ -12,13 +12,13 @@ result and no parse; the tasks that miss are computed together (one pass of the 
 functions the one-table path uses, then split by task), so both paths give the same bytes
 (tests check it). The cache only ever saves time, it never decides a score.
 
-`sforge report` goes one step further (update_tables): a task whose folder fingerprint
-(sforge.scores.folders) is the one stored with its part is not even listed: no archive, no
-result and no submission record of it is looked at, so one changed result among 100,000
-costs its task and a concatenation. The others are all computed, so they need no digest
-(100,000 stats saved on a cold report). Each part also holds what the report's index needs
-of the task's rows (counts, sources, the newest invalid rows), so the index is made without
-reading scores.csv back.
+`sforge report` and the report rule go one step further (update_tables with fingerprints):
+a task whose folder fingerprint (sforge.scores.folders) is the one stored with its part is
+not even listed: no archive, no result and no submission record of it is looked at, so one
+changed result among 100,000 costs its task and a concatenation. The others are all
+computed, so they need no digest (100,000 stats saved on a cold report). Each part also
+holds what the report's index needs of the task's rows (counts, sources, the newest invalid
+rows), so the index is made without reading scores.csv back.
 
 A part's rows of scores.csv are kept as their place in the scores.csv written with the
 store (tagged with that file's stat): the next scores.csv copies them from there, and a
@@ -43,31 +43,38 @@ import numpy as np
 import pandas as pd
 
 from sforge.benchmark.model import Benchmark
-from sforge.benchmark.submissions import RecordRow, Submission, record_rows
+from sforge.benchmark.submissions import RecordRow
 from sforge.core.bulk import no_gc
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_text, copy_range, create_temp, utf8
 from sforge.core.forking import fork_map, usable_cores
-from sforge.scores.cache import _cache_path, _missing, _sig, prune_shards
+from sforge.scores.cache import cache_path, missing_result, prune_shards, stat_sig
 from sforge.scores.columns import INVALID_FIELDS, NEWEST_INVALID
 from sforge.scores.leaderboard import (
-    _best_of,
-    _check_budgets,
-    _markdown,
-    _means,
-    _ranked,
+    best_of_ranked,
     board_frame,
+    check_budgets,
+    leaderboard_markdown,
+    mean_scores,
+    ranked_rows,
 )
 from sforge.scores.ranking import best_rows, not_valid_rows, score_rows
 from sforge.scores.store import (
-    _PARTS_VERSION,
+    PARTS_VERSION,
     TablePaths,
-    _fresh,
-    _load_store,
-    _save_store,
+    fresh_among,
     kept_fingerprints,
+    load_store,
+    save_store,
 )
-from sforge.scores.tables import BEST_COLUMNS, BUDGETS_COLUMNS, SCORES_COLUMNS, _empty, csv_lines
+from sforge.scores.tables import (
+    BEST_COLUMNS,
+    BUDGETS_COLUMNS,
+    SCORES_COLUMNS,
+    csv_lines,
+    csv_text,
+    empty_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +98,7 @@ def _digest(head: str, rows: list[RecordRow]) -> str:
         try:
             st = os.stat(name)
         except FileNotFoundError:
-            raise _missing(name) from None
+            raise missing_result(name) from None
         lines.append(f"{sub.source}\0{sub.name}\0{sub.sha256}\0{sub.submitted_at}\0"
                      f"{sub.elapsed_s!r}\0{sub.agent}\0{sub.model}\0{name}\0{st.st_ino}:"
                      f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}\n")
@@ -143,9 +150,9 @@ def _make_parts(bench: Benchmark, rows: list[RecordRow], hours: list[float], cac
     for task_id, source in set(zip(compress(tasks, timed), compress(sources, timed), strict=True)):
         parts[task_id]["timed"].append(source)
     if timed.any() and hours:
-        ranked = _ranked(bench, frame[timed])
+        ranked = ranked_rows(bench, frame[timed])
         for h in hours:
-            b = _best_of(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
+            b = best_of_ranked(bench, ranked[ranked["elapsed_s"] <= h * 3600.0])
             for s, t, r in zip(b["source"].tolist(), b["task"].tolist(), b["rescaled"].tolist(),
                                strict=True):
                 parts[t]["budgets"].append([s, h, r])
@@ -199,6 +206,8 @@ def _parts_of(bench: Benchmark, tasks: list[str], by_task: dict[str, list[Record
 
 @dataclass
 class PartsUpdate:
+    """What task_parts found: every task's part, which were computed anew and their rows."""
+
     parts: dict[str, dict[str, Any]]  # task → part, in task order
     made: list[str]  # tasks computed anew
     frame: pd.DataFrame | None = None  # their rows of scores.csv (None when none made)
@@ -227,25 +236,25 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
     had just touched it may be seconds old by now, and a fingerprint taken before the
     listing is as good as one taken at the start; without that the next report would redo
     it (after a cold report right after grading: every task)."""
-    old, old_fps, csv = _load_store(scores_csv)
+    old, old_fps, csv = load_store(scores_csv)
     fresh: set[str] = set()
     sigs: dict[str, str | None] = {}
     if fingerprints is not None:
         racy = [t for t, fp in fingerprints.items() if fp is None]
         if racy and fingerprints_of is not None:
             fingerprints = {**fingerprints, **fingerprints_of(racy)}
-        fresh = _fresh(old, old_fps, fingerprints)
+        fresh = fresh_among(old, old_fps, fingerprints)
         asked = [t for t in fingerprints if t not in fresh]
         records = records_of(asked) if records_of is not None and asked else []
     by_task: dict[str, list[RecordRow]] = {}
     for row in records:
         by_task.setdefault(row.task, []).append(row)
     if fingerprints is None:
-        head = json.dumps([_PARTS_VERSION, hours])
+        head = json.dumps([PARTS_VERSION, hours])
         sigs = {t: _digest(head + _task_settings(bench, t), recs) for t, recs in by_task.items()}
     stale = [t for t in sorted(by_task) if fingerprints is not None
              or not (isinstance(old.get(t), dict) and old[t].get("sig") == sigs[t])]
-    made, frame = _parts_of(bench, stale, by_task, hours, _cache_path(scores_csv), known) \
+    made, frame = _parts_of(bench, stale, by_task, hours, cache_path(scores_csv), known) \
         if stale else ({}, None)
     tasks = sorted(set(by_task) | {t for t in fresh if t in old})
     parts = {t: {**made[t], "sig": sigs.get(t),
@@ -254,43 +263,39 @@ def task_parts(bench: Benchmark, records: Records, scores_csv: Path, hours: list
     new_fps = kept_fingerprints(fingerprints, parts) if fingerprints is not None else {}
     changed = bool(made) or list(parts) != list(old)
     if made or set(parts) != set(old):
-        prune_shards(_cache_path(scores_csv), {d for p in parts.values() for d in p["dirs"]})
+        prune_shards(cache_path(scores_csv), {d for p in parts.values() for d in p["dirs"]})
     log.debug("table parts: %d of %d tasks computed", len(made), len(parts))
     return PartsUpdate(parts, sorted(made), frame, fingerprints or {}, changed, new_fps, old_fps,
                        csv)
 
 
-def write_tables(bench: Benchmark, records: Sequence[tuple[Submission, Path]],
-                 out: TablePaths, budgets_h: Sequence[float]) -> int:
-    """scores.csv, best.csv, leaderboard.csv/.md and budgets.csv in one pass over per-task
-    parts: the same files write_scores, write_best and write_leaderboard make one after the
-    other. → how many tasks' parts were computed (0 when nothing changed)."""
-    hours = _check_budgets(budgets_h)
-    with no_gc():
-        update = task_parts(bench, record_rows(records), out.scores, hours)
-        _save_store(out.scores, *_write(bench, update, out, hours), {})
-    return len(update.made)
-
-
 def update_tables(bench: Benchmark, out: TablePaths, budgets_h: Sequence[float],
-                  fingerprints: dict[str, str | None],
-                  records_of: Callable[[list[str]], Records],
+                  fingerprints: dict[str, str | None] | None,
+                  records_of: Callable[[list[str] | None], Records],
                   fingerprints_of: Callable[[list[str]], dict[str, str | None]] | None = None,
                   known: Mapping[str, tuple[Any, ...]] | None = None) -> PartsUpdate:
-    """The tables of write_tables, computing only the tasks whose folder fingerprint changed
-    (see task_parts); nothing is written when no table can have changed. `known`: result
-    fields read moments ago (sforge.scores.cache.read_results)."""
-    hours = _check_budgets(budgets_h)
+    """scores.csv, best.csv, leaderboard.csv/.md and budgets.csv in one pass over per-task
+    parts: the same files write_scores, write_best and write_leaderboard make one after the
+    other. Only the tasks whose folder fingerprint changed are computed (see task_parts);
+    without `fingerprints`, every record is listed (`records_of(None)`), a task is computed
+    when the digest of its records changed and the tables are written from the parts.
+    With them, nothing is written when no table can have changed. `known`: result fields
+    read moments ago (sforge.scores.cache.read_results).
+    → the parts, and which tasks were computed (none when nothing changed)."""
+    hours = check_budgets(budgets_h)
     with no_gc():
-        update = task_parts(bench, [], out.scores, hours, fingerprints=fingerprints,
+        listed = records_of(None) if fingerprints is None else []
+        update = task_parts(bench, listed, out.scores, hours, fingerprints=fingerprints,
                             records_of=records_of, fingerprints_of=fingerprints_of,
                             known=known)
-        if update.changed or not all(p.exists() for p in out.every()):
+        # Keyed by digest, the parts know nothing of the benchmark's own settings (the
+        # statuses left out of the leaderboard): the tables are made from them every time.
+        if fingerprints is None or update.changed or not all(p.exists() for p in out.every()):
             update.changed = True
             parts, csv = _write(bench, update, out, hours)
-            _save_store(out.scores, parts, csv, update.keep_fps)
+            save_store(out.scores, parts, csv, update.keep_fps)
         elif update.keep_fps != update.old_fps:
-            _save_store(out.scores, update.parts, update.csv, update.keep_fps)
+            save_store(out.scores, update.parts, update.csv, update.keep_fps)
     return update
 
 
@@ -305,7 +310,7 @@ def _write_scores(scores_csv: Path, update: PartsUpdate) -> tuple[dict[str, Any]
         if any("lines" not in p for p in update.parts.values()):
             old = os.open(scores_csv, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             stack.callback(os.close, old)
-            if _sig(os.fstat(old)) != update.csv:
+            if stat_sig(os.fstat(old)) != update.csv:
                 raise SforgeError(f"{scores_csv} changed while the tables were made; "
                                   "run again")
         header = (",".join(SCORES_COLUMNS) + "\n").encode()
@@ -338,7 +343,7 @@ def _write_scores(scores_csv: Path, update: PartsUpdate) -> tuple[dict[str, Any]
                         copy_range(old, fh.fileno(), *piece)
                 fh.flush()
                 os.replace(tmp, scores_csv)
-                return placed, _sig(os.fstat(fh.fileno()))
+                return placed, stat_sig(os.fstat(fh.fileno()))
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -372,14 +377,12 @@ def _write(bench: Benchmark, update: PartsUpdate, out: TablePaths,
                                for s, h, r in p["budgets"]], sorted(timed), hours)
     atomic_write_text(out.leaderboard, _csv(board, None))
     atomic_write_text(out.budgets, _csv(budgets, None))
-    atomic_write_text(out.leaderboard_md, _markdown(bench, board, budgets))
+    atomic_write_text(out.leaderboard_md, leaderboard_markdown(bench, board, budgets))
     return placed, csv
 
 
 def _csv(frame: pd.DataFrame, columns: dict[str, str] | None) -> str:
-    from sforge.scores.tables import csv_text
-
-    return csv_text(frame if len(frame) or columns is None else _empty(columns))
+    return csv_text(frame if len(frame) or columns is None else empty_table(columns))
 
 
 def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
@@ -387,17 +390,17 @@ def _budgets(bench: Benchmark, rows: list[list[Any]], timed: list[str],
     """budgets.csv from the per-(source, task) bests within each budget (see budget_rows)."""
     sources = pd.Index(timed, name="source", dtype="str")
     if not len(sources) or not hours:
-        return _empty(BUDGETS_COLUMNS)
+        return empty_table(BUDGETS_COLUMNS)
     bests = pd.DataFrame(rows, columns=["source", "task", "budget_h", "rescaled"]).astype(
         {"source": "str", "task": "str", "budget_h": "float64", "rescaled": "float64"})
     frames = []
     for h in hours:
-        means = _means(bench, bests[bests["budget_h"] == h], sources, categories=False)[
-            ["score", "tasks_valid"]].reset_index()
+        means = mean_scores(bench, bests[bests["budget_h"] == h], sources,
+                            categories=False)[["score", "tasks_valid"]].reset_index()
         means.insert(1, "budget_h", h)
         frames.append(means)
     return pd.concat(frames, ignore_index=True)[list(BUDGETS_COLUMNS)].astype(BUDGETS_COLUMNS)
 
 
 __all__ = ["INVALID_FIELDS", "NEWEST_INVALID", "PartsUpdate", "TablePaths", "index_entry",
-           "task_parts", "update_tables", "write_tables"]
+           "task_parts", "update_tables"]

@@ -17,15 +17,15 @@ from sforge.benchmark.rescaling import KINDS, validate
 from sforge.benchmark.submissions import RecordRow, Submission, record_rows
 from sforge.core.bulk import no_gc
 from sforge.core.errors import SforgeError
-from sforge.scores.cache import _RESULT_FIELDS, _cache_path, read_results
+from sforge.scores.cache import RESULT_FIELDS, cache_path, read_results
 from sforge.scores.tables import (
     BEST_COLUMNS,
     RANKING_COLUMNS,
     SCORES_COLUMNS,
-    _empty,
-    _write_csv,
-    _write_sidecar,
+    empty_table,
     read_scores,
+    write_csv,
+    write_sidecar,
 )
 
 log = logging.getLogger(__name__)
@@ -85,9 +85,9 @@ def score_rows(bench: Benchmark, rows: Sequence[RecordRow], cache: Path | None =
     # Column lists straight from the tuples: no row objects, no per-column type inference.
     sub_cols = dict(zip(_SUBMISSION_FIELDS, zip(*subs, strict=True) if subs else
                         [()] * len(_SUBMISSION_FIELDS), strict=True))
-    res_cols = dict(zip(_RESULT_FIELDS, zip(*map(results.__getitem__, sub_cols["path"]),
+    res_cols = dict(zip(RESULT_FIELDS, zip(*map(results.__getitem__, sub_cols["path"]),
                                             strict=True) if subs else
-                        [()] * len(_RESULT_FIELDS), strict=True))
+                        [()] * len(RESULT_FIELDS), strict=True))
     wrong = [i for i, (t, rt, sha, rsha) in enumerate(zip(
         sub_cols["task"], res_cols["task"], sub_cols["sha256"], res_cols["submission"],
         strict=True)) if t != rt or sha != rsha]
@@ -123,10 +123,10 @@ def write_scores(benchmark: Benchmark, records: list[tuple[Submission, Path]], o
     aggregation."""
     out = Path(out)
     with no_gc():
-        table = score_rows(benchmark, record_rows(records), _cache_path(out) if cache else None)
-        _write_csv(table, out)
+        table = score_rows(benchmark, record_rows(records), cache_path(out) if cache else None)
+        write_csv(table, out)
         if cache:
-            _write_sidecar(table, out)
+            write_sidecar(table, out)
 
 
 # --------------------------------------------------------------------------- best.csv
@@ -134,7 +134,7 @@ def _utc(values: pd.Series) -> pd.Series:
     return pd.to_datetime(values, utc=True, format="ISO8601", errors="coerce")
 
 
-def _ranked(bench: Benchmark, scores: pd.DataFrame) -> pd.DataFrame:
+def ranked_rows(bench: Benchmark, scores: pd.DataFrame) -> pd.DataFrame:
     """The valid, finite results on benchmark tasks, best first within each (source, task).
 
     Direction comes from the benchmark as loaded now (task.toml is the source of truth).
@@ -182,8 +182,8 @@ def _codes(values: pd.Series) -> np.ndarray:
     return np.where(codes < 0, len(uniques), codes)
 
 
-def _best_of(bench: Benchmark, ranked: pd.DataFrame) -> pd.DataFrame:
-    """First row per (source, task) of a _ranked frame (or of any filter of one)."""
+def best_of_ranked(bench: Benchmark, ranked: pd.DataFrame) -> pd.DataFrame:
+    """First row per (source, task) of a ranked_rows frame (or of any filter of one)."""
     best = ranked.drop_duplicates(["source", "task"], keep="first").copy()
     best["rescaled"] = rescale_column(best, bench)
     return best
@@ -191,10 +191,10 @@ def _best_of(bench: Benchmark, ranked: pd.DataFrame) -> pd.DataFrame:
 
 def best_rows(bench: Benchmark, scores: pd.DataFrame) -> pd.DataFrame:
     """Per (source, task) of the benchmark: the best valid raw score in the task's direction
-    (see _ranked for ties), rescaled, with the counts of submissions and valid results."""
-    best = _best_of(bench, _ranked(bench, scores))
+    (see ranked_rows for ties), rescaled, with the counts of submissions and valid results."""
+    best = best_of_ranked(bench, ranked_rows(bench, scores))
     if best.empty:
-        return _empty(BEST_COLUMNS)
+        return empty_table(BEST_COLUMNS)
     counts = scores[scores["task"].isin(list(bench.tasks))].groupby(["source", "task"]).agg(
         submissions=("valid", "size"), valid_count=("valid", "sum"))
     categories = pd.Series({t.id: t.category for t in bench.tasks.values()}, dtype="str")
@@ -207,7 +207,7 @@ def best_rows(bench: Benchmark, scores: pd.DataFrame) -> pd.DataFrame:
 def write_best(benchmark: Benchmark, scores_csv: Path, out: Path) -> None:
     """best.csv from scores.csv."""
     with no_gc():
-        _write_csv(best_rows(benchmark, read_scores(scores_csv, RANKING_COLUMNS)), Path(out))
+        write_csv(best_rows(benchmark, read_scores(scores_csv, RANKING_COLUMNS)), Path(out))
 
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from sforge.core.fileio import atomic_write_bytes
-from sforge.scores.cache import _dumps, _loads, _sig
+from sforge.scores.cache import dump_bytes, load_bytes, stat_sig
 from sforge.scores.columns import BEST_COLUMNS, INVALID_FIELDS
 
 log = logging.getLogger("sforge.scores.parts")
 
-_PARTS_VERSION = "4"
+PARTS_VERSION = "4"
 
 
 @dataclass
@@ -35,7 +35,8 @@ class TablePaths:
         return [self.scores, self.best, self.leaderboard, self.leaderboard_md, self.budgets]
 
 
-def _parts_path(scores_csv: Path) -> Path:
+def parts_path(scores_csv: Path) -> Path:
+    """Where the store of the tables at `scores_csv` is kept."""
     return scores_csv.parent / ".cache" / f"{scores_csv.name}.parts"
 
 
@@ -45,25 +46,25 @@ _STORES: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Any], str | None]
 
 def _csv_sig(scores_csv: Path) -> str | None:
     try:
-        return _sig(os.stat(scores_csv))
+        return stat_sig(os.stat(scores_csv))
     except OSError:
         return None
 
 
-def _load_store(scores_csv: Path) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+def load_store(scores_csv: Path) -> tuple[dict[str, Any], dict[str, Any], str | None]:
     """(parts, fingerprints, stat of the scores.csv written with them) as stored; read once
     per process while the files stay put. A part's rows are where it says in that
     scores.csv: when the file there is no longer that one (gone, or written by anything
     else), every part is left out (computed again)."""
-    store = _parts_path(scores_csv)
+    store = parts_path(scores_csv)
     try:
-        memo = (os.fspath(store), _sig(os.stat(store)), str(_csv_sig(scores_csv)))
+        memo = (os.fspath(store), stat_sig(os.stat(store)), str(_csv_sig(scores_csv)))
         if memo in _STORES:
             return _STORES[memo]
-        cached = _loads(store.read_bytes())
+        cached = load_bytes(store.read_bytes())
     except (OSError, ValueError):
         return {}, {}, None
-    if not isinstance(cached, dict) or cached.get("version") != _PARTS_VERSION:
+    if not isinstance(cached, dict) or cached.get("version") != PARTS_VERSION:
         return {}, {}, None
     parts, fps, csv = cached.get("parts"), cached.get("fingerprints"), cached.get("csv")
     if not isinstance(parts, dict) or csv is None or csv != _csv_sig(scores_csv):
@@ -104,17 +105,17 @@ def _well_formed(p: Any) -> bool:
             and _strings(p.get("timed")) and _strings(p.get("dirs")))
 
 
-def _save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | None,
-                fps: dict[str, Any]) -> None:
+def save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | None,
+               fps: dict[str, Any]) -> None:
     """The store: each part (its rows by their place in the scores.csv whose stat is `csv`)
     and the fingerprints."""
     # orjson writes NaN as null, read back as NaN; only an infinity needs json's literal.
     finite = not any(isinstance(x, float) and math.isinf(x) for p in parts.values()
                      for c in ("score", "rescaled", "elapsed_s") for x in p["best"][c])
-    store = _parts_path(scores_csv)
+    store = parts_path(scores_csv)
     try:
-        atomic_write_bytes(store, _dumps({
-            "version": _PARTS_VERSION, "csv": csv, "fingerprints": fps,
+        atomic_write_bytes(store, dump_bytes({
+            "version": PARTS_VERSION, "csv": csv, "fingerprints": fps,
             "parts": {t: {k: v for k, v in p.items() if k != "lines"} for t, p in parts.items()}},
             finite))
         old_lines = store.with_name(f"{store.name}.lines")  # version 3 kept rows apart
@@ -126,12 +127,14 @@ def _save_store(scores_csv: Path, parts: dict[str, dict[str, Any]], csv: str | N
 
 def fresh_tasks(scores_csv: Path, fingerprints: dict[str, str | None]) -> set[str]:
     """The tasks whose stored part (or stored absence of rows) has this very fingerprint."""
-    old, old_fps, _ = _load_store(scores_csv)
-    return _fresh(old, old_fps, fingerprints)
+    old, old_fps, _ = load_store(scores_csv)
+    return fresh_among(old, old_fps, fingerprints)
 
 
-def _fresh(old: dict[str, Any], old_fps: dict[str, Any],
-           fingerprints: dict[str, str | None]) -> set[str]:
+def fresh_among(old: dict[str, Any], old_fps: dict[str, Any],
+                fingerprints: dict[str, str | None]) -> set[str]:
+    """The tasks of `fingerprints` whose stored part (or stored absence of rows) has that
+    very fingerprint, among the stored parts `old` and their fingerprints `old_fps`."""
     return {t for t, fp in fingerprints.items() if fp is not None and (
         (t in old and old_fps.get(t) == fp) or old_fps.get(f"{t}\0empty") == fp)}
 
@@ -149,8 +152,8 @@ def stored_parts_if_current(scores_csv: Path, fingerprints: dict[str, str | None
     """The stored parts when the tables stand as they are for these fingerprints (every
     task's fingerprint is the stored one, no task added or gone, every table there): what
     update_tables would then leave untouched. Else None."""
-    old, old_fps, _ = _load_store(scores_csv)
-    fresh = _fresh(old, old_fps, fingerprints)
+    old, old_fps, _ = load_store(scores_csv)
+    fresh = fresh_among(old, old_fps, fingerprints)
     if len(fresh) != len(fingerprints):
         return None
     parts = {t: old[t] for t in sorted(fresh) if t in old}

@@ -17,7 +17,7 @@ import pandas as pd
 
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_bytes, atomic_write_text
-from sforge.scores.cache import _dumps, _loads, _sig
+from sforge.scores.cache import dump_bytes, load_bytes, stat_sig
 from sforge.scores.columns import (
     BEST_COLUMNS,
     BUDGETS_COLUMNS,
@@ -28,7 +28,8 @@ from sforge.scores.columns import (
 
 log = logging.getLogger(__name__)
 
-def _empty(columns: Mapping[str, str]) -> pd.DataFrame:
+def empty_table(columns: Mapping[str, str]) -> pd.DataFrame:
+    """A table of no rows with these columns and their dtypes."""
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
 
 
@@ -106,7 +107,8 @@ def csv_lines(df: pd.DataFrame) -> list[str]:
     return [",".join(row) + "\n" for row in zip(*columns, strict=True)]
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """One of our CSVs, written atomically as csv_text writes it."""
     atomic_write_text(Path(path), csv_text(df))
 
 
@@ -130,16 +132,17 @@ def _sidecar_path(csv: Path) -> Path:
 
 
 def _file_sig(path: Path) -> str:
-    return _sig(os.stat(path))
+    return stat_sig(os.stat(path))
 
 
-def _write_sidecar(table: pd.DataFrame, csv: Path) -> None:
+def write_sidecar(table: pd.DataFrame, csv: Path) -> None:
+    """The ranking columns of scores.csv beside it, tagged with its stat (see read_scores)."""
     columns = {c: table[c].tolist() for c in RANKING_COLUMNS}  # NaN → null → NaN again
     finite = not any(np.isinf(table[c].to_numpy()).any() for c in RANKING_COLUMNS
                      if SCORES_COLUMNS[c] == "float64")
     try:
-        blob = _dumps({"version": _SIDECAR_VERSION, "csv": _file_sig(csv), "rows": len(table),
-                       "columns": columns}, finite)
+        blob = dump_bytes({"version": _SIDECAR_VERSION, "csv": _file_sig(csv),
+                           "rows": len(table), "columns": columns}, finite)
         atomic_write_bytes(_sidecar_path(csv), blob)
     except OSError as exc:  # no sidecar: the readers parse the CSV
         log.warning("cannot write %s: %s", _sidecar_path(csv), exc)
@@ -148,7 +151,7 @@ def _write_sidecar(table: pd.DataFrame, csv: Path) -> None:
 def _read_sidecar(csv: Path, usecols: Sequence[str]) -> pd.DataFrame | None:
     try:
         sig = _file_sig(csv)
-        data = _loads(_sidecar_path(csv).read_bytes())
+        data = load_bytes(_sidecar_path(csv).read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("version") != _SIDECAR_VERSION \
@@ -169,14 +172,17 @@ RANKING_COLUMNS = ("task", "source", "name", "submission", "key", "valid", "scor
 
 
 def read_best(path: Path) -> pd.DataFrame:
+    """best.csv with its schema."""
     return read_table(path, BEST_COLUMNS)
 
 
 def read_budgets(path: Path) -> pd.DataFrame:
+    """budgets.csv with its schema."""
     return read_table(path, BUDGETS_COLUMNS)
 
 
 def read_leaderboard(path: Path) -> pd.DataFrame:
+    """leaderboard.csv (its category columns vary with the benchmark)."""
     return read_table(path, {**LEADERBOARD_HEAD, **LEADERBOARD_TAIL})
 
 

@@ -38,7 +38,7 @@ class Service:
             self.settings["max_concurrent"] = max_concurrent
         if max_pending is not None:
             self.settings["max_pending"] = max_pending
-        from sforge.workflow.snakemake import machine_memory_mb
+        from sforge.grading.capacity import machine_memory_mb
 
         self.capacity = float(self.settings["max_concurrent"] or os.cpu_count() or 1)
         # judges hold whole cores of `capacity` and MiB of this machine's memory
@@ -128,7 +128,7 @@ class Service:
         """Runs in a judge thread: (the stored result, False), or (the verdict of the one
         grading function, True)."""
         from sforge.core.errors import InfrastructureError
-        from sforge.workflow.targets import grade
+        from sforge.evals.grade import grade
 
         run = self.state.run(sub["run_id"]) or {}
         source = run.get("source", "")
@@ -263,7 +263,7 @@ def remove_own_judges() -> None:
     """Stop the judges this process runs (a stop before they finished): from now on none
     writes a verdict (a judge whose container we removed exits 137, which is no verdict of
     the grader: it was stored as an invalid result for good), then their containers go."""
-    from sforge.workflow.targets import stop_grading
+    from sforge.evals.grade import stop_grading
 
     try:
         stop_grading()

@@ -633,7 +633,7 @@ class GameSessions:
     def _replay(self, task: Task, source: str, data: bytes, now: float,
                 meta: dict[str, Any]) -> tuple[str | None, dict[str, Any], bool]:
         from sforge.benchmark.submissions import store_archive
-        from sforge.workflow.targets import grade
+        from sforge.evals.grade import grade
 
         try:
             self.service.prepare(task.id)

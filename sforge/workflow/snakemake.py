@@ -12,7 +12,6 @@ the same file here.
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -22,7 +21,10 @@ from typing import Any
 import yaml
 
 from sforge.core.config import WORKFLOW_DIR
+from sforge.core.console import HideChatter
 from sforge.core.errors import SforgeError
+from sforge.core.fileio import atomic_write_text
+from sforge.grading.capacity import machine_memory_mb
 
 SNAKEFILE = WORKFLOW_DIR / "Snakefile"
 PROFILES = WORKFLOW_DIR / "profiles"
@@ -54,11 +56,6 @@ def settings() -> dict[str, Any]:
         raise SforgeError(f"{path}: sforge's in-process run does not apply "
                           f"{', '.join(sorted(unknown))}; map it in sforge/workflow.py")
     return data
-
-
-def machine_memory_mb() -> int:
-    """The mem_mb a local run may hand out: the machine's memory."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
 
 
 def run(job: Run) -> bool:
@@ -131,8 +128,6 @@ def _attach(handler: Any, hide_chatter: bool) -> None:
     removes every handler when the run ends)."""
     from snakemake.logging import logger
 
-    from sforge.core.console import HideChatter
-
     if hide_chatter:
         for h in logger.handlers:
             h.addFilter(HideChatter())
@@ -151,8 +146,6 @@ def resolve_profile(name: str) -> Path | str:
 
 def _run_cli(job: Run) -> bool:
     import hashlib
-
-    from sforge.core.fileio import atomic_write_text
 
     # --config would turn nested values into strings; a config file keeps their types. It
     # lives under the results dir, which cluster jobs share.

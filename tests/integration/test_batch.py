@@ -1,4 +1,4 @@
-"""A local batch of evals (sforge.grading.batch): packed under -j like the evaluate rule's
+"""A local batch of evals (sforge.evals.batch): packed under -j like the evaluate rule's
 resources, the next container prepared while a judge runs, no Snakemake, and Ctrl-C stopping
 the running judges without writing anything they did."""
 
@@ -16,10 +16,10 @@ import pytest
 
 from sforge.core.config import load_config
 from sforge.core.errors import InfrastructureError
-from sforge.grading.batch import grade_batch
+from sforge.evals import grade as targets
+from sforge.evals.batch import grade_batch
 from sforge.grading.capacity import judge_demand
 from sforge.plan.pipeline import Pipeline
-from sforge.workflow import targets
 from tests.helpers.archives import archive
 from tests.helpers.benches import copy_bench
 from tests.helpers.paths import FIXTURES

@@ -2,7 +2,7 @@
 evaluate rule count one judge alike (its [judge] cpus rounded up to whole cores, and its
 memory), and each starts a judge only when both fit in what is free.
 
-No Docker: the batch's two halves of targets.grade and the service's grading are replaced by
+No Docker: the batch's two halves of grade.grade and the service's grading are replaced by
 recorders that hold the judge until released; the Snakemake rule is read from a dry run of
 plain `snakemake`."""
 
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from sforge.core.config import load_config
-from sforge.grading.batch import grade_batch
+from sforge.evals import grade
+from sforge.evals.batch import grade_batch
+from sforge.grading.capacity import machine_memory_mb
 from sforge.plan.pipeline import Pipeline
 from sforge.service.core import Service
 from sforge.service.state import now_iso
-from sforge.workflow import targets
-from sforge.workflow.snakemake import machine_memory_mb
 from tests.helpers.benches import copy_bench
 from tests.helpers.paths import FIXTURES, REPO
 
@@ -47,7 +47,7 @@ def _most_at_once_in_batch(pipe: Pipeline, n: int, jobs: int,
     running = [0, 0]  # now, most
 
     def prepare(pipe, target, ahead=False):  # type: ignore[no-untyped-def]
-        return targets.PendingGrade(target)
+        return grade.PendingGrade(target)
 
     def finish(pipe, pending, on_exit=None):  # type: ignore[no-untyped-def]
         with lock:
@@ -58,8 +58,8 @@ def _most_at_once_in_batch(pipe: Pipeline, n: int, jobs: int,
             running[0] -= 1
         on_exit()
 
-    monkeypatch.setattr(targets, "prepare_grade", prepare)
-    monkeypatch.setattr(targets, "finish_grade", finish)
+    monkeypatch.setattr(grade, "prepare_grade", prepare)
+    monkeypatch.setattr(grade, "finish_grade", finish)
     batch = [pipe.eval_target("alpha", f"{i:064x}", Path(f"/nowhere/{i}.tar.gz"))
              for i in range(n)]
     errors: list[object] = []

@@ -23,6 +23,7 @@ LAYERS: list[set[str]] = [
     {"grading"},
     {"plan"},
     {"build"},
+    {"evals"},
     {"scores"},
     {"report"},
     {"workflow"},

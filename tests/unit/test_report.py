@@ -19,8 +19,10 @@ from sforge.benchmark.layout import Layout
 from sforge.core import forking
 from sforge.core.forking import usable_cores
 from sforge.grading.results import EvalResult
+from sforge.report import markup as report_markup
 from sforge.report import pages as report
 from sforge.report import state as report_state
+from sforge.report import views as report_views
 from tests.helpers import paths
 from tests.helpers.report_tables import (
     EVIL,
@@ -118,9 +120,9 @@ def test_task_pages_take_feedback_from_the_result_cache(bench, tmp_path, monkeyp
     write(bench, layout, cache=False)
     before = all_pages(layout)
     reads: list[str] = []
-    real = report.read_feedback
-    monkeypatch.setattr(report, "read_feedback", lambda path: (reads.append(str(path)),
-                                                                real(path))[1])
+    real = report_views.read_feedback
+    monkeypatch.setattr(report_views, "read_feedback",
+                        lambda path: (reads.append(str(path)), real(path))[1])
     write(bench, layout, cache=False)
     assert reads == [] and all_pages(layout) == before
     # An entry whose feedback is not of the cache's shape is not taken: its file is read.
@@ -146,13 +148,14 @@ def test_task_pages_take_feedback_from_the_result_cache(bench, tmp_path, monkeyp
 def test_remembered_detail_rows_keep_what_each_detail_says():
     from sforge.grading.feedback import Detail
 
-    rows = [report._detail_row(Detail("t", "ok", s, "")) for s in (0.0, -0.0, 0.0, 1.0, 1.0)]
+    rows = [report_markup._detail_row(Detail("t", "ok", s, "")) for s in (0.0, -0.0, 0.0, 1.0, 1.0)]
     assert [r.split("<td>")[1].split("<")[0] for r in rows] == ["0", "-0", "0", "1", "1"]
-    assert "&lt;b&gt;" in report._detail_row(Detail("<b>", "", None, ""))
+    assert "&lt;b&gt;" in report_markup._detail_row(Detail("<b>", "", None, ""))
 
 
 def test_a_table_is_sortable_markup_with_every_cell_escaped():
-    from sforge.report.pages import Cell, table_html
+    from sforge.report.markup import table_html
+    from sforge.report.views import Cell
 
     rows = [[Cell(EVIL, "t<1>", title='a "q" & b', href="report/t%3C1%3E.html"),
              Cell("x&y", "-1", "background:#fbe3e3", color="#1f77b4"), Cell("3", "3")]]
@@ -650,19 +653,19 @@ def test_cache_entries_of_another_shape_are_not_taken(tmp_path, monkeypatch):
     files (it was a KeyError or TypeError in every later report)."""
     from sforge.commands import evals
     from sforge.scores import folders
-    from sforge.scores.cache import _cache_path
-    from sforge.scores.store import _parts_path
+    from sforge.scores.cache import cache_path
+    from sforge.scores.store import parts_path
 
     monkeypatch.setattr(folders, "RACY_NS", -1)
     bench_dir, results, _ = _graded_world(tmp_path)
     assert evals.make_report(_pipeline(bench_dir, results), evals.Execution())
     lay = _pipeline(bench_dir, results).layout
-    store = _parts_path(lay.scores)
+    store = parts_path(lay.scores)
     data = json.loads(store.read_text())
     del data["parts"]["max_task"]["index"]
     data["parts"]["min_task"]["best"]["score"] = {"not": "a list"}
     store.write_text(json.dumps(data))
-    for shard in _cache_path(lay.scores).glob("*.json"):
+    for shard in cache_path(lay.scores).glob("*.json"):
         cached = json.loads(shard.read_text())
         cached["results"] = {name: [e[0], *[{"x": 1}] * (len(e) - 2), e[-1]]
                              for name, e in cached["results"].items()}

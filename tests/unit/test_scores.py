@@ -26,12 +26,12 @@ import pytest
 from sforge import scores
 from sforge.benchmark.loader import load_benchmark
 from sforge.benchmark.model import Benchmark
-from sforge.benchmark.submissions import Submission
+from sforge.benchmark.submissions import Submission, record_rows
 from sforge.core.errors import SforgeError
 from sforge.grading.results import EvalResult
 from sforge.scores import cache as score_cache
 from sforge.scores import tables as score_tables
-from sforge.scores.parts import TablePaths, write_tables
+from sforge.scores.parts import TablePaths, update_tables
 from tests.helpers import paths
 
 FIXTURE = paths.FIXTURES / "scores_bench"
@@ -98,9 +98,15 @@ def table_paths(out: Path) -> TablePaths:
     return TablePaths(*(out / name for name in TABLES))
 
 
+def tables_by_task(bench: Benchmark, records, out: TablePaths, budgets: list[float]) -> int:
+    """The per-task path over these records (keyed by their digest, as no folder holds
+    them): → how many tasks it computed."""
+    return len(update_tables(bench, out, budgets, None, lambda ids: record_rows(records)).made)
+
+
 def assert_same_tables(bench: Benchmark, records, chain: Path, out: Path,
                        budgets: list[float]) -> int:
-    made = write_tables(bench, records, table_paths(out), budgets)
+    made = tables_by_task(bench, records, table_paths(out), budgets)
     for name in TABLES:
         assert (out / name).read_bytes() == (chain / name).read_bytes(), name
     return made
@@ -503,7 +509,7 @@ def test_csv_round_trip_is_exact(tmp_path):
     df = pd.DataFrame({"task": pd.Series(["0012"] * len(raws), dtype="str"),
                        "score": pd.Series(raws, dtype="float64")})
     path = tmp_path / "t.csv"
-    score_tables._write_csv(df, path)
+    score_tables.write_csv(df, path)
     back = scores.read_table(path, {"task": "str", "score": "float64"})
     assert list(back["task"]) == ["0012"] * len(raws)
     assert [x.hex() for x in back["score"]] == [x.hex() for x in raws]
@@ -605,9 +611,9 @@ def test_per_task_tables_redo_only_the_changed_task(bench, world, tmp_path):
     world.add("B", "piece_task", PW_R30, model="m")
     world.add("A", "norescale_task", 3.0)
     out = tmp_path / "parts"
-    assert write_tables(bench, world.records, table_paths(out), [2, 4]) == 4
-    assert write_tables(bench, world.records, table_paths(out), [2, 4]) == 0
-    assert write_tables(bench, world.records, table_paths(out), [2]) == 4  # budgets changed
+    assert tables_by_task(bench, world.records, table_paths(out), [2, 4]) == 4
+    assert tables_by_task(bench, world.records, table_paths(out), [2, 4]) == 0
+    assert tables_by_task(bench, world.records, table_paths(out), [2]) == 4  # budgets changed
     result = EvalResult.read(changed)
     result.score = 199.0
     result.write(changed)  # a regraded result: a new file
@@ -620,7 +626,7 @@ def test_per_task_tables_redo_only_the_changed_task(bench, world, tmp_path):
     assert assert_same_tables(bench, world.records, chain, out, [2]) == 1
     assert best_of(world.run(bench, [2]), "B", "max_task")["score"] == 199.0
     # a submission gone from one task redoes that task alone
-    assert write_tables(bench, world.records[1:], table_paths(out), [2]) == 1
+    assert tables_by_task(bench, world.records[1:], table_paths(out), [2]) == 1
 
 
 def test_per_task_tables_redo_all_when_scores_csv_is_not_theirs(bench, world, tmp_path):
@@ -630,14 +636,14 @@ def test_per_task_tables_redo_all_when_scores_csv_is_not_theirs(bench, world, tm
     world.add("B", "min_task", 40.0, elapsed_s=600.0)
     world.add("B", "piece_task", PW_R30, model="m")
     out = tmp_path / "parts"
-    assert write_tables(bench, world.records, table_paths(out), [2]) == 3
+    assert tables_by_task(bench, world.records, table_paths(out), [2]) == 3
     want = {name: (out / name).read_bytes() for name in TABLES}
     scores.write_scores(bench, world.records[:1], out / "scores.csv", cache=False)
-    assert write_tables(bench, world.records, table_paths(out), [2]) == 3
+    assert tables_by_task(bench, world.records, table_paths(out), [2]) == 3
     assert {name: (out / name).read_bytes() for name in TABLES} == want
     (out / "scores.csv").unlink()
-    assert write_tables(bench, world.records, table_paths(out), [2]) == 3
-    assert write_tables(bench, world.records, table_paths(out), [2]) == 0
+    assert tables_by_task(bench, world.records, table_paths(out), [2]) == 3
+    assert tables_by_task(bench, world.records, table_paths(out), [2]) == 0
     assert {name: (out / name).read_bytes() for name in TABLES} == want
 
 
@@ -670,7 +676,7 @@ def test_tables_of_many_tasks_made_in_worker_processes_are_those_of_one_pass(
     for name, per in (("one", 10**6), ("workers", 1)):
         monkeypatch.setattr(score_parts, "TASKS_PER_PROCESS", per)
         out = tmp_path / name
-        assert write_tables(bench, world.records, table_paths(out), [1, 2]) == 4
+        assert tables_by_task(bench, world.records, table_paths(out), [1, 2]) == 4
         made[name] = {t: (out / t).read_bytes() for t in TABLES}
     assert made["workers"] == made["one"]
     assert {int(p.name) for p in pids.iterdir()} - {os.getpid()}

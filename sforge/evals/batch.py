@@ -1,7 +1,7 @@
 """A batch of pending evals graded on this machine, in process: what a local `sforge grade`
 or `sforge report` runs. A `--profile` run (a cluster) and plain `snakemake` go through the
-Snakefile's evaluate rule instead; both end in the same function, `targets.grade` (per-key
-claim, judge, result written atomically), so the two paths cannot differ in a verdict.
+Snakefile's evaluate rule instead; both end in the same function, `sforge.evals.grade.grade`
+(per-key claim, judge, result written atomically), so the two paths cannot differ in a verdict.
 
 Why not one Snakemake job per eval here: the plan already names each pending eval with its
 archive and judge image, so a DAG adds nothing but cost (importing Snakemake and building the
@@ -27,7 +27,8 @@ import traceback
 from collections.abc import Callable
 
 from sforge.core.errors import SforgeError
-from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand
+from sforge.evals import grade
+from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand, machine_memory_mb
 from sforge.plan.pipeline import EvalTarget, Pipeline
 
 Report = Callable[[EvalTarget, BaseException | None], None]
@@ -38,38 +39,35 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
     (error None: its result is written). Failures are reported and the batch goes on.
 
     Container lifecycles overlap: while judges run, a preparing thread creates the next
-    evals' containers and extracts their submissions (`targets.prepare_grade`), and a
+    evals' containers and extracts their submissions (`grade.prepare_grade`), and a
     judge's cores are free again the moment it stops, while its result is still being read
-    and its container removed (`targets.finish_grade`'s on_exit): so a judge that ends is
+    and its container removed (`grade.finish_grade`'s on_exit): so a judge that ends is
     followed at once by one ready to start. Raises KeyboardInterrupt after stopping the
     running judges."""
     from concurrent.futures import Future, ThreadPoolExecutor
-
-    from sforge.workflow.snakemake import machine_memory_mb
-    from sforge.workflow.targets import PendingGrade, finish_grade, prepare_grade, stop_grading
 
     cores = max(1, jobs)
     capacity = Capacity(cores, machine_memory_mb())
     waiting = list(targets)
     running: dict[str, threading.Thread] = {}
     holding: dict[str, JudgeDemand] = {}  # cores and memory of the judges not stopped yet
-    ready: dict[str, Future[PendingGrade]] = {}  # prepared ahead, in plan order
+    ready: dict[str, Future[grade.PendingGrade]] = {}  # prepared ahead, in plan order
     # (target, stopped: its judge stopped, result still to come | done, error or None)
     events: queue.SimpleQueue[tuple[EvalTarget, bool, BaseException | None]] = \
         queue.SimpleQueue()
     preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sforge-prepare")
 
-    def work(target: EvalTarget, pending: Future[PendingGrade]) -> None:
+    def work(target: EvalTarget, pending: Future[grade.PendingGrade]) -> None:
         try:
-            finish_grade(pipe, pending.result(),
+            grade.finish_grade(pipe, pending.result(),
                          on_exit=lambda: events.put((target, True, None)))
         except BaseException as exc:  # noqa: BLE001 (reported by the main thread)
             events.put((target, False, exc))
         else:
             events.put((target, False, None))
 
-    def prepare(target: EvalTarget) -> Future[PendingGrade]:
-        return preparer.submit(prepare_grade, pipe, target, True)
+    def prepare(target: EvalTarget) -> Future[grade.PendingGrade]:
+        return preparer.submit(grade.prepare_grade, pipe, target, True)
 
     def release(target: EvalTarget) -> None:
         held = holding.pop(target.key, None)
@@ -113,7 +111,7 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
             print(f"sforge: stopping {n} running judge(s); they are graded on the next run",
                   file=sys.stderr, flush=True)
         preparer.shutdown(wait=False, cancel_futures=True)
-        stop_grading()
+        grade.stop_grading()
         for thread in running.values():
             thread.join(timeout=10)
         raise
