@@ -71,8 +71,8 @@ def _save_spec(root: Path, spec: RunSpec) -> RunSpec:
 def cmd_run(args) -> int:
     from sforge.cli.main import _config, _pipeline
     from sforge.runs.agents import load_agent
-    from sforge.runs.runner import install_signal_handlers
     from sforge.runs.service import started_service
+    from sforge.runs.signals import install_signal_handlers
     from sforge.runs.targets import run_targets
 
     config = _config(args)

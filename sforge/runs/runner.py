@@ -17,10 +17,8 @@ import contextlib
 import os
 import secrets
 import shutil
-import signal
 import socket
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +43,8 @@ from sforge.runs.container import (
 )
 from sforge.runs.prompt import build_prompt, submit_env
 from sforge.runs.proxy import HostSockets, ModelRoute
+from sforge.runs.service import run_service
+from sforge.runs.signals import ABORT, STOP, Interrupted, install_signal_handlers
 from sforge.runs.spec import RunSpec, run_dir
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
@@ -68,36 +68,6 @@ class CappedLog(HeadTail):
     def close(self) -> None:
         self.end()
         self.fh.flush()
-
-
-class Interrupted(SforgeError):
-    """The run was stopped by Ctrl-C or SIGTERM; its attempt is recorded, its target is not."""
-
-
-# Ctrl-C: the first asks every run of this process to stop and grade its workspace, the
-# second abandons the grading (containers are still removed), a third is Python's default.
-STOP = threading.Event()
-ABORT = threading.Event()
-
-
-def _on_signal(signum, frame) -> None:  # noqa: ARG001
-    if not STOP.is_set():
-        STOP.set()
-        print("\nsforge: stopping runs: grading their final workspaces "
-              "(Ctrl-C again to skip that)", flush=True)
-    elif not ABORT.is_set():
-        ABORT.set()
-        print("\nsforge: abandoning final grading; removing containers", flush=True)
-    else:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        raise KeyboardInterrupt
-
-
-def install_signal_handlers() -> None:
-    """From the main thread only (Python's rule): SIGINT and SIGTERM stop runs gracefully."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_signal)
-        signal.signal(signal.SIGTERM, _on_signal)
 
 
 def _now() -> datetime:
@@ -208,7 +178,6 @@ class _Run:
 
     def _attempt(self, record, bundle, eng, started, deadline, log_path, transcript,
                  route) -> dict[str, Any]:
-        from sforge.runs.service import run_service
         from sforge.service.client import ServiceClient
 
         spec, task, attempt = self.spec, self.task, record["attempt"]
@@ -392,4 +361,4 @@ def run_target(pipe, spec: RunSpec, task_id: str, repeat: int) -> dict[str, Any]
     return _Run(pipe, spec, task_id, repeat, output).run()
 
 
-__all__ = ["ABORT", "STOP", "Interrupted", "install_signal_handlers", "run_target"]
+__all__ = ["run_target"]

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sforge.runs.signals import ABORT
+
 
 @dataclass
 class ServiceRef:
@@ -47,7 +49,5 @@ def started_service(pipe, port: int | None = None) -> Iterator[ServiceRef]:
         yield ServiceRef(handle.address if port is None else str(handle.url),
                          handle.admin_token)
     finally:
-        from sforge.runs.runner import ABORT
-
         handle.stop(timeout=5 if ABORT.is_set() else 90)  # a second Ctrl-C: no long drain
         shutil.rmtree(folder, ignore_errors=True)
