@@ -11,7 +11,7 @@ import pytest
 from sforge.core.config import defaults, load_config, schema
 from sforge.grading.archive import ArchiveLimits
 from sforge.grading.contract import archive_limits, container_limits
-from sforge.grading.judge import ContainerLimits
+from sforge.grading.judge_container import ContainerLimits
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = {"archive_limits": ArchiveLimits, "judge_limits": ContainerLimits}

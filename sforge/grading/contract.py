@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sforge.benchmark.model import Task
     from sforge.grading.archive import ArchiveLimits
-    from sforge.grading.judge import ContainerLimits
+    from sforge.grading.judge_container import ContainerLimits
 
 
 def judged_task(task: Task, timeout: float | None = None) -> Task:
@@ -36,6 +36,6 @@ def archive_limits(config: dict[str, Any]) -> ArchiveLimits:
 
 def container_limits(config: dict[str, Any]) -> ContainerLimits:
     """ContainerLimits' own defaults, with what config.yaml's judge_limits overrides."""
-    from sforge.grading.judge import ContainerLimits
+    from sforge.grading.judge_container import ContainerLimits
 
     return ContainerLimits(**(config.get("judge_limits") or {}))

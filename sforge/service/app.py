@@ -227,7 +227,7 @@ def create_app(service: Service) -> FastAPI:
         if service.state.run(run_id) is None:
             raise ApiError(404, f"no run {run_id!r}")
         dropped = service.state.end_run(run_id, "cancelled")
-        service._wake(dropped)
+        service.wake(dropped)
         games.end_run(run_id, "the run was cancelled")
         return {"run": service.state.run(run_id), "dropped": dropped}
 

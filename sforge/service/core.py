@@ -225,9 +225,10 @@ class Service:
     # waiting ------------------------------------------------------------------------
     def _done(self, ids: list[int]) -> None:
         if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._wake, ids)
+            self.loop.call_soon_threadsafe(self.wake, ids)
 
-    def _wake(self, ids: list[int]) -> None:
+    def wake(self, ids: list[int]) -> None:
+        """Wake the long polls waiting on these submissions (call on the event loop)."""
         for sub_id in ids:
             for event in self.waiters.pop(sub_id, []):
                 event.set()

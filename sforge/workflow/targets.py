@@ -227,7 +227,7 @@ class PendingGrade:
 
 
 def _ttl(target: EvalTarget) -> float:
-    from sforge.grading.judge import DEADLINE_GRACE_S
+    from sforge.grading.judge_container import DEADLINE_GRACE_S
 
     return target.spec.judge.timeout_sec + DEADLINE_GRACE_S
 
@@ -302,7 +302,7 @@ def finish_grade(pipe: Pipeline, pending: PendingGrade,
     is called once the judge has stopped, before its result is read (not at all when no
     judge runs here: a stored result, another process's, an error)."""
     from sforge.grading.claims import holding
-    from sforge.grading.judge import DEADLINE_GRACE_S
+    from sforge.grading.judge_container import DEADLINE_GRACE_S
     from sforge.grading.results import load_result
 
     if pending.stored is not None:
