@@ -35,7 +35,7 @@ from sforge.containers.owner import sweep_stale_containers
 from sforge.core.errors import InfrastructureError
 from sforge.core.units import parse_memory
 from sforge.grading import judge_container, judge_log
-from sforge.grading.archive import ArchiveLimits
+from sforge.grading.archive_limits import ArchiveLimits
 from sforge.grading.judge import prepare_judge, run_judge
 from sforge.grading.result_json import parse_result
 from sforge.grading.results import EvalResult, eval_key

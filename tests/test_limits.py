@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sforge.core.config import defaults, load_config, schema
-from sforge.grading.archive import ArchiveLimits
+from sforge.grading.archive_limits import ArchiveLimits
 from sforge.grading.contract import archive_limits, container_limits
 from sforge.grading.judge_container import ContainerLimits
 

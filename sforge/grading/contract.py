@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sforge.benchmark.model import Task
-    from sforge.grading.archive import ArchiveLimits
+    from sforge.grading.archive_limits import ArchiveLimits
     from sforge.grading.judge_container import ContainerLimits
 
 
@@ -29,7 +29,7 @@ def judged_task(task: Task, timeout: float | None = None) -> Task:
 def archive_limits(config: dict[str, Any]) -> ArchiveLimits:
     """ArchiveLimits' own defaults, with what config.yaml's archive_limits overrides: the
     defaults live in the dataclass only, so config.yaml ships no copy of them."""
-    from sforge.grading.archive import ArchiveLimits
+    from sforge.grading.archive_limits import ArchiveLimits
 
     return ArchiveLimits(**(config.get("archive_limits") or {}))
 

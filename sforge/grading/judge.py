@@ -71,7 +71,8 @@ from sforge.benchmark.model import Task
 from sforge.containers.engine import ContainerEngine
 from sforge.core.errors import InfrastructureError
 from sforge.core.units import parse_memory
-from sforge.grading.archive import ArchiveError, ArchiveLimits, FilteredArchive, filter_submission
+from sforge.grading.archive import ArchiveError, FilteredArchive, filter_submission
+from sforge.grading.archive_limits import ArchiveLimits
 from sforge.grading.judge_container import (
     RESULT_PATH,
     SETUP_FAILED_EXIT,
