@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sforge.benchmark.games import is_game
+from sforge.build.image import ensure_local
+from sforge.containers.docker import engine
 from sforge.containers.owner import sweep_stale_containers
 from sforge.core.config import games_settings
 from sforge.core.errors import SforgeError
@@ -41,11 +44,13 @@ from sforge.runs.container import (
     WorkContainer,
     WorkSpec,
 )
+from sforge.runs.helper import helper_binary
 from sforge.runs.prompt import build_prompt, submit_env
 from sforge.runs.proxy import HostSockets, ModelRoute
 from sforge.runs.service import run_service
 from sforge.runs.signals import ABORT, STOP, Interrupted, install_signal_handlers
 from sforge.runs.spec import RunSpec, run_dir
+from sforge.service.client import ServiceClient, ServiceError
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
@@ -148,9 +153,6 @@ class _Run:
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
-        from sforge.build.image import ensure_local
-        from sforge.containers.docker import engine
-
         eng = engine()
         work = self.pipe.refs[task.id]["work"]
         if self.pipe.registry and eng.image_id(work.tag) is None:
@@ -178,8 +180,6 @@ class _Run:
 
     def _attempt(self, record, bundle, eng, started, deadline, log_path, transcript,
                  route) -> dict[str, Any]:
-        from sforge.service.client import ServiceClient
-
         spec, task, attempt = self.spec, self.task, record["attempt"]
         sockets = Path(tempfile.mkdtemp(prefix="sforge-run-"))
         os.chmod(sockets, 0o755)
@@ -287,10 +287,6 @@ class _Run:
         """Pack what the agent left (the helper, in the restarted container: the agent's
         processes are gone, so `env` may hold the run's final token) and grade it as the
         run's last submission."""
-        import re
-
-        from sforge.service.client import ServiceError
-
         try:
             box.restart()
             code, out = box.run(["sforge-submit", "--final", "--no-wait"], check=False,
@@ -347,8 +343,6 @@ def _brief_session(sess: dict[str, Any]) -> dict[str, Any]:
 
 
 def _helper() -> Path:
-    from sforge.runs.helper import helper_binary
-
     return Path(helper_binary())
 
 

@@ -14,6 +14,7 @@ process crash (an OS crash may lose the last commits, never corrupt the file).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 import threading
@@ -102,15 +103,11 @@ class Limits:
 
 
 def now_iso(ts: float | None = None) -> str:
-    import datetime as dt
-
     ts = time.time() if ts is None else ts
     return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
 
 
 def parse_iso(value: str) -> float:
-    import datetime as dt
-
     parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
