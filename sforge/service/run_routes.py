@@ -15,6 +15,7 @@ from sforge.service.state import Conflict, parse_iso
 from sforge.service.submission_routes import public_submission
 
 
+# The body of POST /v1/runs. (No docstring: pydantic would publish it in the OpenAPI schema.)
 class RunIn(BaseModel):
     task: str = Field(description="task id of the benchmark")
     run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
