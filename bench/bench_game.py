@@ -50,7 +50,7 @@ def ms(values: list[float]) -> str:
 def direct_steps(pipe: Pipeline, n: int) -> list[float]:
     """Straight to a game server: the same container and stdio channel the service uses."""
     from sforge.containers.docker import engine
-    from sforge.service.games import GameServer
+    from sforge.service.game_server import GameServer
 
     task = pipe.bench.tasks[TASK]
     server = GameServer(engine().client, pipe.refs[TASK]["judge"].tag, task,

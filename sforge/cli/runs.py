@@ -86,8 +86,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Make the runs that are not done (a judge service started when none is given) and
     print the run table."""
     from sforge.runs.agents import load_agent  # function-level: buys start-up time
-    from sforge.runs.runner import install_signal_handlers
     from sforge.runs.service import started_service
+    from sforge.runs.signals import install_signal_handlers
     from sforge.runs.targets import run_targets
 
     config = config_from(args)

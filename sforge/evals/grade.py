@@ -27,7 +27,8 @@ from sforge.containers.owner import remove_own, sweep_stale_containers, sweep_st
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.claims import Claim, holding, release, try_claim
 from sforge.grading.contract import archive_limits, container_limits
-from sforge.grading.judge import DEADLINE_GRACE_S, PreparedJudge, prepare_judge
+from sforge.grading.judge import PreparedJudge, prepare_judge
+from sforge.grading.judge_container import DEADLINE_GRACE_S
 from sforge.grading.results import EvalResult, load_result
 from sforge.plan.pipeline import EvalTarget, Pipeline
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sforge.benchmark.model import Task
 from sforge.core.errors import SforgeError
-
-if TYPE_CHECKING:
-    from sforge.benchmark.model import Task
-    from sforge.grading.archive import ArchiveLimits
-    from sforge.grading.judge import ContainerLimits
+from sforge.core.units import parse_memory
+from sforge.grading.archive_limits import ArchiveLimits
+from sforge.grading.judge_container import ContainerLimits
 
 
 def judged_task(task: Task, timeout: float | None = None) -> Task:
@@ -37,15 +36,11 @@ def judged_task(task: Task, timeout: float | None = None) -> Task:
 def archive_limits(config: dict[str, Any]) -> ArchiveLimits:
     """ArchiveLimits' own defaults, with what config.yaml's archive_limits overrides: the
     defaults live in the dataclass only, so config.yaml ships no copy of them."""
-    from sforge.grading.archive import ArchiveLimits
-
     return ArchiveLimits(**(config.get("archive_limits") or {}))
 
 
 def container_limits(config: dict[str, Any]) -> ContainerLimits:
     """ContainerLimits' own defaults, with what config.yaml's judge_limits overrides."""
-    from sforge.grading.judge import ContainerLimits
-
     return ContainerLimits(**(config.get("judge_limits") or {}))
 
 
@@ -58,8 +53,6 @@ def key_limits(config: dict[str, Any]) -> dict[str, Any]:
 def _canonical(name: str, value: Any) -> Any:
     """A limit as the key holds it: a size in bytes ('10g', '10G' and '10240m' are one)."""
     if name == "writable" and isinstance(value, str):
-        from sforge.core.units import parse_memory
-
         try:
             return parse_memory(value)
         except ValueError:
@@ -71,16 +64,13 @@ def limits_in_key(archive: ArchiveLimits | None = None,
                   container: ContainerLimits | None = None) -> dict[str, Any]:
     """The limits a judge runs under that differ from sforge's defaults, as the eval key
     holds them: {"archive_limits": {...}, "judge_limits": {...}}, each section only when it
-    differs and with only the fields that differ, sizes in bytes (sforge.grading.results sorts the
-    keys). Every field of both can move a verdict (an archive refused over max_members or
+    differs and with only the fields that differ, sizes in bytes (sforge.grading.results sorts
+    the keys). Every field of both can move a verdict (an archive refused over max_members or
     max_bytes, a build that cannot fork under pids, a judge that fills its writable layer),
     so a changed limit keys its results anew and no result graded under other limits is
     served. At the defaults this is empty and adds nothing to the key material. A field
     added to either dataclass that cannot change a verdict (a pure performance knob) is to
     be skipped in this loop, or it would re-grade results for nothing."""
-    from sforge.grading.archive import ArchiveLimits
-    from sforge.grading.judge import ContainerLimits
-
     out: dict[str, Any] = {}
     for section, given, default in (("archive_limits", archive or ArchiveLimits(),
                                      ArchiveLimits()),

@@ -36,7 +36,7 @@ from sforge.containers.engine import (
 from sforge.containers.owner import labels as owner_labels
 from sforge.core.errors import InfrastructureError
 from sforge.core.units import parse_memory
-from sforge.grading.judge import ContainerLimits
+from sforge.grading.judge_container import ContainerLimits
 
 RUN_LABEL = "sforge.run"
 RUN_ID_LABEL = "sforge.run.id"    # the run's id at the judge service

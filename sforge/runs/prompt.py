@@ -6,6 +6,7 @@ import json
 
 from sforge.benchmark.games import game_preamble, is_game
 from sforge.benchmark.model import Task
+from sforge.core.config import games_settings
 
 PREAMBLE = """\
 # How this run works
@@ -53,8 +54,6 @@ def build_prompt(task: Task, instruction: str, timeout_s: float, deadline_iso: s
     preamble of a game task, which is played with sforge-game instead of submitted."""
     net = " with internet access" if task.environment.internet else " with no internet"
     if is_game(task):
-        from sforge.core.config import games_settings
-
         text = GAME_PREAMBLE.format(
             cwd=task.environment.cwd, minutes=_duration(timeout_s), deadline=deadline_iso,
             net=net, game=game_preamble(task, games or games_settings({})))

@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shutil
-import signal
 import socket
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from sforge.benchmark.games import is_game
+from sforge.build.image import ensure_local
+from sforge.containers.docker import engine
 from sforge.containers.owner import sweep_stale_containers
 from sforge.core.config import games_settings
 from sforge.core.errors import SforgeError
@@ -43,9 +44,13 @@ from sforge.runs.container import (
     WorkContainer,
     WorkSpec,
 )
+from sforge.runs.helper import helper_binary
 from sforge.runs.prompt import build_prompt, submit_env
 from sforge.runs.proxy import HostSockets, ModelRoute
+from sforge.runs.service import run_service
+from sforge.runs.signals import ABORT, STOP, Interrupted, install_signal_handlers
 from sforge.runs.spec import RunSpec, run_dir
+from sforge.service.client import ServiceClient, ServiceError
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
@@ -68,36 +73,6 @@ class CappedLog(HeadTail):
     def close(self) -> None:
         self.end()
         self.fh.flush()
-
-
-class Interrupted(SforgeError):
-    """The run was stopped by Ctrl-C or SIGTERM; its attempt is recorded, its target is not."""
-
-
-# Ctrl-C: the first asks every run of this process to stop and grade its workspace, the
-# second abandons the grading (containers are still removed), a third is Python's default.
-STOP = threading.Event()
-ABORT = threading.Event()
-
-
-def _on_signal(signum, frame) -> None:  # noqa: ARG001
-    if not STOP.is_set():
-        STOP.set()
-        print("\nsforge: stopping runs: grading their final workspaces "
-              "(Ctrl-C again to skip that)", flush=True)
-    elif not ABORT.is_set():
-        ABORT.set()
-        print("\nsforge: abandoning final grading; removing containers", flush=True)
-    else:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        raise KeyboardInterrupt
-
-
-def install_signal_handlers() -> None:
-    """From the main thread only (Python's rule): SIGINT and SIGTERM stop runs gracefully."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _on_signal)
-        signal.signal(signal.SIGTERM, _on_signal)
 
 
 def _now() -> datetime:
@@ -178,9 +153,6 @@ class _Run:
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
-        from sforge.build.image import ensure_local
-        from sforge.containers.docker import engine
-
         eng = engine()
         work = self.pipe.refs[task.id]["work"]
         if self.pipe.registry and eng.image_id(work.tag) is None:
@@ -208,9 +180,6 @@ class _Run:
 
     def _attempt(self, record, bundle, eng, started, deadline, log_path, transcript,
                  route) -> dict[str, Any]:
-        from sforge.runs.service import run_service
-        from sforge.service.client import ServiceClient
-
         spec, task, attempt = self.spec, self.task, record["attempt"]
         sockets = Path(tempfile.mkdtemp(prefix="sforge-run-"))
         os.chmod(sockets, 0o755)
@@ -318,10 +287,6 @@ class _Run:
         """Pack what the agent left (the helper, in the restarted container: the agent's
         processes are gone, so `env` may hold the run's final token) and grade it as the
         run's last submission."""
-        import re
-
-        from sforge.service.client import ServiceError
-
         try:
             box.restart()
             code, out = box.run(["sforge-submit", "--final", "--no-wait"], check=False,
@@ -378,8 +343,6 @@ def _brief_session(sess: dict[str, Any]) -> dict[str, Any]:
 
 
 def _helper() -> Path:
-    from sforge.runs.helper import helper_binary
-
     return Path(helper_binary())
 
 
@@ -392,4 +355,4 @@ def run_target(pipe, spec: RunSpec, task_id: str, repeat: int) -> dict[str, Any]
     return _Run(pipe, spec, task_id, repeat, output).run()
 
 
-__all__ = ["ABORT", "STOP", "Interrupted", "install_signal_handlers", "run_target"]
+__all__ = ["run_target"]

@@ -11,6 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sforge.runs.signals import ABORT
+from sforge.service.auth import admin_token
+from sforge.service.launch import start_service
+
 
 @dataclass
 class ServiceRef:
@@ -20,8 +24,6 @@ class ServiceRef:
 
 def admin_token_for(pipe) -> str:
     """SFORGE_ADMIN_TOKEN, else the service's token file under results/<bench>/service/."""
-    from sforge.service.auth import admin_token
-
     return admin_token(pipe.layout.root / "service" / "admin.token", env=dict(os.environ))
 
 
@@ -38,8 +40,6 @@ def run_service(pipe, url: str | None) -> Iterator[ServiceRef]:
 def started_service(pipe, port: int | None = None) -> Iterator[ServiceRef]:
     """A service of this benchmark and results directory on a Unix socket (and a loopback
     port when asked, for cluster jobs), stopped (drained) on exit."""
-    from sforge.service.launch import start_service
-
     folder = Path(tempfile.mkdtemp(prefix="sforge-svc-"))
     handle = start_service(pipe.bench.root, pipe.layout.root.parent, port=port,
                            socket=folder / "service.sock", bound_to_parent=True)
@@ -47,7 +47,5 @@ def started_service(pipe, port: int | None = None) -> Iterator[ServiceRef]:
         yield ServiceRef(handle.address if port is None else str(handle.url),
                          handle.admin_token)
     finally:
-        from sforge.runs.runner import ABORT
-
         handle.stop(timeout=5 if ABORT.is_set() else 90)  # a second Ctrl-C: no long drain
         shutil.rmtree(folder, ignore_errors=True)

@@ -11,6 +11,7 @@ ServiceError with the HTTP status and the service's message (429: `.reason`, `.w
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -174,8 +175,6 @@ class ServiceClient:
 
     def step(self, session: str, request: Any) -> Any:
         """One step: the game's reply, parsed."""
-        import json
-
         return self.step_raw(session, json.dumps(request).encode()).json()
 
     def game(self, session: str = "current") -> dict[str, Any]:
@@ -189,8 +188,6 @@ class ServiceClient:
                           params={"run": run_id} if run_id else None)["sessions"]
 
     def transcript(self, session: str) -> list[dict[str, Any]]:
-        import json
-
         resp = self._call("GET", f"/v1/games/{session}/transcript", raw=True)
         # JSON lines end at "\n" only: a step may hold U+2028 and the like inside strings
         return [json.loads(line) for line in resp.content.split(b"\n") if line.strip()]

@@ -13,13 +13,21 @@ import uuid
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from sforge.benchmark.submissions import store_archive
+from sforge.commands.evals import result_view
+from sforge.commands.images import prepare_images
+from sforge.containers.docker import engine
+from sforge.containers.owner import sweep_stale_containers
 from sforge.core.config import service_settings
-from sforge.core.errors import SforgeError
-from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand
+from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.evals.grade import grade, stop_grading
+from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand, machine_memory_mb
+from sforge.grading.results import load_result
 from sforge.plan.pipeline import EvalTarget, Pipeline
 from sforge.service import auth
 from sforge.service.scheduler import Scheduler, Ungradable
-from sforge.service.state import Conflict, Limits, State, now_iso
+from sforge.service.state import Conflict, Limits, State, now_iso, parse_iso
+from sforge.workflow.targets import make_image_target
 
 log = logging.getLogger("sforge.service")
 SWEEP_EVERY_S = 60.0
@@ -38,8 +46,6 @@ class Service:
             self.settings["max_concurrent"] = max_concurrent
         if max_pending is not None:
             self.settings["max_pending"] = max_pending
-        from sforge.grading.capacity import machine_memory_mb
-
         self.capacity = float(self.settings["max_concurrent"] or os.cpu_count() or 1)
         # judges hold whole cores of `capacity` and MiB of this machine's memory
         self.memory_mb = machine_memory_mb()
@@ -75,9 +81,6 @@ class Service:
     def sweep(self) -> None:
         """Remove judge containers whose owner process is gone (a crashed service's, a
         killed `sforge eval`'s): at start, then every SWEEP_EVERY_S while serving."""
-        from sforge.containers.docker import engine
-        from sforge.containers.owner import sweep_stale_containers
-
         try:
             for cid in sweep_stale_containers(engine()):
                 log.warning("removed stale judge container %s", cid[:12])
@@ -108,14 +111,10 @@ class Service:
     def stored(self, target: EvalTarget, source: str) -> dict[str, Any] | None:
         """The result already in the eval store under this key, as a view (an unreadable
         one is set aside and graded again, as everywhere)."""
-        from sforge.grading.results import load_result
-
         result = load_result(self.pipe.eval_path(target))
         return None if result is None else self.view(result, source)
 
     def view(self, result, source: str) -> dict[str, Any]:
-        from sforge.commands.evals import result_view
-
         return result_view(self.pipe, result, source)
 
     def demand(self, sub: dict[str, Any]) -> JudgeDemand:
@@ -127,9 +126,6 @@ class Service:
     def grade_submission(self, sub: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Runs in a judge thread: (the stored result, False), or (the verdict of the one
         grading function, True)."""
-        from sforge.core.errors import InfrastructureError
-        from sforge.evals.grade import grade
-
         run = self.state.run(sub["run_id"]) or {}
         source = run.get("source", "")
         if sub["task"] not in self.pipe.bench.tasks:
@@ -150,9 +146,6 @@ class Service:
 
     def prepare(self, task_id: str) -> None:
         """The judge image (and its base) present, built when missing: once per task."""
-        from sforge.commands.images import prepare_images
-        from sforge.workflow.targets import make_image_target
-
         if task_id in self._ready:
             return
         with self._prepare_lock:
@@ -176,8 +169,6 @@ class Service:
             return self._submit(run, upload, final)
 
     def _submit(self, run: dict[str, Any], upload: BinaryIO, final: bool) -> dict[str, Any]:
-        from sforge.benchmark.submissions import store_archive
-
         now = time.time()
         size = upload.seek(0, os.SEEK_END)
         upload.seek(0)
@@ -185,8 +176,6 @@ class Service:
         task = self.pipe.bench.tasks.get(run["task"])
         if task is None:
             raise Conflict(self.gone(run["task"]))
-        from sforge.service.state import parse_iso
-
         elapsed = round(now - parse_iso(run["started_at"]), 3)
         created: list[Path] = []
         sub = store_archive(self.pipe.layout.store, run["source"], task.id, upload,
@@ -237,9 +226,10 @@ class Service:
     # waiting ------------------------------------------------------------------------
     def _done(self, ids: list[int]) -> None:
         if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._wake, ids)
+            self.loop.call_soon_threadsafe(self.wake, ids)
 
-    def _wake(self, ids: list[int]) -> None:
+    def wake(self, ids: list[int]) -> None:
+        """Wake the long polls waiting on these submissions (call on the event loop)."""
         for sub_id in ids:
             for event in self.waiters.pop(sub_id, []):
                 event.set()
@@ -263,8 +253,6 @@ def remove_own_judges() -> None:
     """Stop the judges this process runs (a stop before they finished): from now on none
     writes a verdict (a judge whose container we removed exits 137, which is no verdict of
     the grader: it was stored as an invalid result for good), then their containers go."""
-    from sforge.evals.grade import stop_grading
-
     try:
         stop_grading()
     except Exception as exc:  # noqa: BLE001 - the next start sweeps them anyway

@@ -7,25 +7,28 @@ server broke or did not answer (the session ends, recorded), 503 the service is 
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations.
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
+from sforge.service.access import ApiError
+from sforge.service.bodies import read_capped
 from sforge.service.games import GameError, GameSessions
 
 
-def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
-                    api_error: type) -> None:
+def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any) -> None:
+    """/v1/games and /v1/games/{sid}/…"""
     Who: Any = who_type  # an Annotated dependency type, made by the caller
 
     def fail(exc: GameError) -> Exception:
-        return api_error(exc.status, exc.message, exc.headers, **exc.extra)
+        return ApiError(exc.status, exc.message, exc.headers, **exc.extra)
 
     def run_only(who) -> dict[str, Any]:
         if who.run is None or who.final:
-            raise api_error(403, "game sessions are played with a run token")
+            raise ApiError(403, "game sessions are played with a run token")
         return who.run
 
     def own(who, sid: str) -> dict[str, Any]:
@@ -58,13 +61,11 @@ def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
         it. Headers: Sforge-Step (the step number), Sforge-Session-State (open, finished),
         and once the game is over Sforge-Score and Sforge-Valid. `current` = the run's
         newest session."""
-        from sforge.service.bodies import read_capped
-
         run_only(who)
         row = own(who, sid)
         limit = int(sessions.settings["max_step_bytes"])
         body = await read_capped(request, limit,  # never held whole when it is too big
-                                 lambda: api_error(413, f"request over {limit} bytes"))
+                                 lambda: ApiError(413, f"request over {limit} bytes"))
         try:
             reply, status = await run_in_threadpool(sessions.step, row, body)
         except GameError as exc:
@@ -92,8 +93,6 @@ def add_game_routes(app: FastAPI, sessions: GameSessions, who_type: Any,
     @app.get("/v1/games/{sid}/transcript", tags=["games"])
     def transcript(sid: str, who: Who) -> Response:
         """The session's step record (JSON lines: the opening line, then one per step)."""
-        from pathlib import Path
-
         row = own(who, sid)
         try:
             data = Path(row["transcript"]).read_bytes()

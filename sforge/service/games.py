@@ -21,36 +21,31 @@ again (a new judge image).
 from __future__ import annotations
 
 import contextlib
-import gzip
-import io
 import json
 import logging
 import os
-import socket
-import struct
-import tarfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from sforge.benchmark.games import TRANSCRIPT, is_game, server_cmd
+from sforge.benchmark.games import is_game
 from sforge.benchmark.model import Task
-from sforge.containers import owner
-from sforge.containers.engine import EngineError
+from sforge.containers.docker import engine
+from sforge.containers.engine import ContainerEngine
 from sforge.core.config import games_settings
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.contract import container_limits
-from sforge.grading.judge import _SETUP, TASK_LABEL, ContainerLimits, _JudgeRun
+from sforge.service.core import Service
+from sforge.service.game_results import record_session
+from sforge.service.game_server import GameError, GameServer, Session, StepTimeout
 from sforge.service.state import now_iso
 
 log = logging.getLogger("sforge.service")
 
-GAME_LABEL = "sforge.game.session"
 OPEN_STATES = ("starting", "open")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS game_sessions (
@@ -74,155 +69,11 @@ CREATE INDEX IF NOT EXISTS game_sessions_state ON game_sessions (state);
 """
 
 
-class GameError(Exception):
-    """An HTTP answer other than 200: the status, a message, headers, extra JSON fields."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
-                 **extra: Any):
-        super().__init__(message)
-        self.status, self.message, self.headers, self.extra = status, message, headers, extra
-
-
-class _Timeout(Exception):
-    pass
-
-
-class GameServer(_JudgeRun):
-    """One game container: the judge run's create/read/log/remove, plus a stdio line
-    channel (Docker's attach stream; stdout frames carry the replies, stderr is the log)."""
-
-    LIVE_LOG = False  # stdout is the protocol channel; the log is read from the daemon
-
-    def __init__(self, engine, image: str, task: Task, log_path: Path, max_line: int,
-                 limits: ContainerLimits | None = None):
-        super().__init__(engine, image, task, 0.0, log_path, limits)
-        self.max_line = max_line
-        self.sock: socket.socket | None = None
-        self._keep: Any = None      # the SocketIO owning self.sock
-        self._raw = bytearray()      # bytes read, not yet framed
-        self._out = bytearray()      # stdout payload, not yet a whole line
-
-    def create_game(self, session_id: str, index: int) -> None:
-        base = self.spec(())
-        self.create_spec(self.spec(
-            ("/bin/sh", "-c", _SETUP, "sforge-game", server_cmd(self.task)),
-            network="none", stdin=True, keep_output=True,
-            env={**base.env, "SFORGE_SESSION": session_id, "SFORGE_SESSION_INDEX": str(index)},
-            labels={**owner.labels(), TASK_LABEL: self.task.id, GAME_LABEL: session_id}),
-            "creating the game container")
-
-    def attach_and_start(self) -> None:
-        try:
-            assert self.id is not None
-            self._keep, self.sock = self.engine.attach_stdio(self.id)
-            self.engine.start(self.id)
-        except EngineError as exc:
-            raise self._infra("starting the game server", exc) from None
-
-    # the line channel ---------------------------------------------------------------
-    def send(self, line: bytes) -> None:
-        assert self.sock is not None
-        self.sock.sendall(line + b"\n")
-
-    def readline(self, timeout: float) -> bytes | None:
-        """The next stdout line (without its newline); None at end of stream (the server
-        exited); _Timeout past `timeout`; GameError for a line over the cap."""
-        deadline = time.monotonic() + timeout
-        while True:
-            nl = self._out.find(b"\n")
-            if nl >= 0:
-                line = bytes(self._out[:nl])
-                del self._out[:nl + 1]
-                return line
-            if len(self._out) > self.max_line:
-                raise GameError(502, f"the game server wrote a line over {self.max_line} "
-                                     "bytes")
-            payload = self._frame(deadline)
-            if payload is None:
-                return None
-            self._out += payload
-
-    def _frame(self, deadline: float) -> bytes | None:
-        """One stdout frame of the attach stream: 8-byte header (stream, size), payload."""
-        if not self._fill(8, deadline):
-            return None
-        _, size = struct.unpack(">BxxxL", self._raw[:8])
-        if not self._fill(8 + size, deadline):
-            return None
-        payload = bytes(self._raw[8:8 + size])
-        del self._raw[:8 + size]
-        return payload
-
-    def _fill(self, n: int, deadline: float) -> bool:
-        assert self.sock is not None
-        while len(self._raw) < n:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _Timeout()
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(1 << 16)
-            except TimeoutError:
-                raise _Timeout() from None
-            except OSError:
-                return False
-            if not chunk:
-                return False
-            self._raw += chunk
-        return True
-
-    def finish(self, grace_s: float, trailer: str) -> tuple[str | None, dict[str, Any],
-                                                             bool, int | None]:
-        """Close the server's stdin (EOF), let it exit for up to `grace_s`, read its
-        result.json, keep its log, remove the container. → (problem, fields, present,
-        exit code or None when it had to be killed)."""
-        if self.sock is not None:
-            with contextlib.suppress(OSError):
-                self.sock.shutdown(socket.SHUT_WR)
-        exit_code = None
-        try:
-            if grace_s > 0 and self.id is not None:
-                with contextlib.suppress(Exception):
-                    exit_code = self.engine.wait(self.id, grace_s)
-            with contextlib.suppress(Exception):
-                self.engine.kill(self.id or "")  # still running: stop it before reading
-            problem, fields, present = self.read_result()
-            self.write_log(trailer + (f" (exit code {exit_code})" if exit_code is not None
-                                      else " (stopped by sforge)") + "\n")
-            return problem, fields, present, exit_code
-        finally:
-            self.close_channel()
-            self.remove()
-
-    def close_channel(self) -> None:
-        for thing in (self.sock, self._keep):
-            with contextlib.suppress(Exception):
-                thing.close()  # type: ignore[union-attr]
-        self.sock = self._keep = None
-
-
-@dataclass
-class Session:
-    id: str
-    run_id: str
-    task: Task
-    index: int
-    server: GameServer
-    transcript: Path
-    created_ts: float
-    last_ts: float
-    steps: int = 0
-    fd: int = -1
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    allowance: float = 0.0       # the step-rate bucket
-    bucket_ts: float = 0.0
-    ending: bool = False         # being ended (under its lock): steps then get 410
-
 
 class GameSessions:
     """The service's game sessions: start, step, status, close, limits, recovery."""
 
-    def __init__(self, service):
+    def __init__(self, service: Service):
         self.service = service
         self.pipe = service.pipe
         self.state = service.state
@@ -236,9 +87,8 @@ class GameSessions:
             self.state.db.executescript(SCHEMA)
 
     @property
-    def engine(self):
-        from sforge.containers.docker import engine
-
+    def engine(self) -> ContainerEngine:
+        """The process's Docker engine."""
         return engine()
 
     def _server(self, task: Task, log_path: Path) -> GameServer:
@@ -340,12 +190,12 @@ class GameSessions:
                 server.remove()
                 raise GameError(503, f"cannot start the game server: {exc}",
                                 {"Retry-After": "10"}) from None
-            except (_Timeout, GameError) as exc:
+            except (StepTimeout, GameError) as exc:
                 why = (f"the game server did not answer within "
                        f"{self.settings['start_timeout_s']:g} s"
-                       if isinstance(exc, _Timeout) else str(exc))
+                       if isinstance(exc, StepTimeout) else str(exc))
                 self._end(sess, "failed", why, record=False)
-                raise GameError(504 if isinstance(exc, _Timeout) else 502, why,
+                raise GameError(504 if isinstance(exc, StepTimeout) else 502, why,
                                 session=self.status(sid)) from None
             if hello is None or not _json(hello):
                 why = ("the game server exited before its first line" if hello is None
@@ -365,7 +215,7 @@ class GameSessions:
     def _claim(self, run: dict[str, Any], task: Task, sid: str) -> tuple[int, Path]:
         """The limits and the new row in one transaction: a refusal spends nothing."""
         s = self.settings
-        with self.state._tx() as db:
+        with self.state.transaction() as db:
             if db.execute("SELECT state FROM runs WHERE run_id = ?",
                           (run["run_id"],)).fetchone()[0] != "active":
                 raise GameError(409, f"run {run['run_id']} is not active")
@@ -442,7 +292,7 @@ class GameSessions:
             try:
                 sess.server.send(body)
                 reply = sess.server.readline(float(self.settings["step_timeout_s"]))
-            except _Timeout:
+            except StepTimeout:
                 why = f"the game server did not reply within {self.settings['step_timeout_s']:g} s"
                 self._end(sess, "failed", why)
                 raise GameError(504, why, session=self.status(sess.id)) from None
@@ -546,7 +396,7 @@ class GameSessions:
         result = None
         if record:
             try:
-                result = self._record(sess, state, why, problem, fields, present)
+                result = record_session(self.service, sess, state, why, problem, fields, present)
             except Exception:  # noqa: BLE001 - the session still ends, its row says so
                 log.exception("could not record game session %s", sess.id)
                 why += " (sforge could not record its result: see the service log)"
@@ -577,92 +427,6 @@ class GameSessions:
             return
         self._end(sess, "ended", "the service restarted", record=transcript.is_file())
         log.warning("game session %s was open when the service stopped: ended", row["id"])
-
-    def _record(self, sess: Session, state: str, why: str, problem: str | None,
-                fields: dict[str, Any], present: bool) -> dict[str, Any]:
-        """The session as a result of its run: transcript archive in the store, eval
-        result under its key. The result is written first, so the store never holds a
-        session archive without its result."""
-        from sforge import __version__
-        from sforge.benchmark.submissions import store_archive
-        from sforge.grading.results import EvalResult
-
-        task = sess.task
-        run = self.state.run(sess.run_id) or {}
-        source = run.get("source") or f"run-{sess.run_id}"
-        data = _archive(sess.transcript)
-        sha = _sha256(data)
-        judge = self.pipe.refs[task.id]["judge"].tag
-        key = self.pipe.eval_target(task.id, sha, sess.transcript).key
-        started = run.get("started_at")
-        now = time.time()
-        from sforge.service.state import parse_iso
-
-        elapsed = round(now - parse_iso(started), 3) if started else None
-        meta = {"elapsed_s": elapsed, "agent": run.get("agent"), "model": run.get("model")}
-        if not present and state != "finished":
-            # The container is gone (swept after a crash): the score so far is what
-            # [judge] cmd makes of the transcript, through the one grading function.
-            problem, fields, present = self._replay(task, source, data, now, meta)
-        score = fields.get("score")
-        valid = bool(fields.get("valid")) and state == "finished" and not problem
-        reason = None
-        if state != "finished":
-            reason = f"session {state} before the game was over: {why}"
-            if score is not None:
-                reason += f" (score so far {score:g})"
-        elif problem or not present:
-            reason = problem or "the game server left no /opt/sforge/result.json"
-        elif not fields.get("valid"):
-            reason = "the game judged the session invalid"
-        result = EvalResult(
-            task=task.id, submission=sha, key=key, valid=valid, score=score,
-            summary=fields.get("summary") or reason or "", details=fields.get("details", []),
-            metrics=fields.get("metrics", {}), reason=reason,
-            duration_s=round(now - sess.created_ts, 3), started_at=now_iso(sess.created_ts),
-            finished_at=now_iso(now), judge_image=judge, judge_settings=task.judge_settings(),
-            sforge_version=__version__, log=str(sess.server.log_path))
-        result.write(self.pipe.layout.eval_result(task.id, key))
-        store_archive(self.pipe.layout.store, source, task.id, io.BytesIO(data),
-                      now_iso(now), meta)
-        view = self.service.view(result, source)
-        return {k: view.get(k) for k in ("valid", "score", "rescaled", "summary", "reason",
-                                         "key", "submission", "details", "metrics")}
-
-
-    def _replay(self, task: Task, source: str, data: bytes, now: float,
-                meta: dict[str, Any]) -> tuple[str | None, dict[str, Any], bool]:
-        from sforge.benchmark.submissions import store_archive
-        from sforge.evals.grade import grade
-
-        try:
-            self.service.prepare(task.id)
-            sub = store_archive(self.pipe.layout.store, source, task.id, io.BytesIO(data),
-                                now_iso(now), meta)
-            result = grade(self.pipe, self.pipe.eval_target(task.id, sub.sha256, sub.path))
-        except SforgeError as exc:
-            log.warning("cannot re-score the transcript of %s: %s", task.id, exc)
-            return str(exc), {}, False
-        fields = {"valid": result.valid, "score": result.score, "summary": result.summary,
-                  "details": result.details, "metrics": result.metrics}
-        return None, fields, True
-
-
-def _archive(transcript: Path) -> bytes:
-    """The session's transcript as a submission archive (deterministic bytes)."""
-    data = transcript.read_bytes() if transcript.is_file() else b""
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w") as tar:
-        info = tarfile.TarInfo(TRANSCRIPT)
-        info.size, info.mode = len(data), 0o644
-        tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(raw.getvalue(), mtime=0)
-
-
-def _sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
 
 
 def _count_lines(path: Path) -> int:

@@ -11,9 +11,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sforge.benchmark.loader import load_benchmark_name
 from sforge.core.errors import SforgeError
 from sforge.service.auth import admin_token as read_admin_token
-from sforge.service.server import PARENT_ENV
+from sforge.service.client import ServiceClient
+from sforge.service.server import PARENT_ENV, read_address
 
 
 @dataclass
@@ -32,8 +34,6 @@ class ServiceHandle:
         return f"unix://{self.socket}" if self.socket else str(self.url)
 
     def client(self, token: str | None = None):
-        from sforge.service.client import ServiceClient
-
         return ServiceClient(self.address, token or self.admin_token)
 
     def stop(self, timeout: float = 90.0) -> int:
@@ -69,8 +69,6 @@ def start_service(benchmark: str | Path, results: str | Path, *,
     when this process dies, even by kill -9 (what `sforge run` wants of the service it
     starts for itself; a shared service outlives its starter).
     """
-    from sforge.benchmark.loader import load_benchmark_name
-
     bench = Path(benchmark).resolve()
     results = Path(results).resolve()
     directory = results / load_benchmark_name(bench) / "service"
@@ -99,8 +97,6 @@ def start_service(benchmark: str | Path, results: str | Path, *,
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env,
                                 start_new_session=True)
     deadline = time.monotonic() + timeout
-    from sforge.service.server import read_address
-
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SforgeError(f"sforge serve exited ({proc.returncode}): "

@@ -14,6 +14,7 @@ process crash (an OS crash may lose the last commits, never corrupt the file).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 import threading
@@ -103,15 +104,11 @@ class Limits:
 
 
 def now_iso(ts: float | None = None) -> str:
-    import datetime as dt
-
     ts = time.time() if ts is None else ts
     return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
 
 
 def parse_iso(value: str) -> float:
-    import datetime as dt
-
     parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
@@ -155,7 +152,9 @@ class State:
             self.db.close()
 
     # helpers ----------------------------------------------------------------------
-    def _tx(self):
+    def transaction(self) -> _Tx:
+        """`with state.transaction() as db:` one BEGIN IMMEDIATE … COMMIT under the lock,
+        rolled back on any exception: checks and writes no other caller can interleave."""
         return _Tx(self)
 
     def _one(self, sql: str, *args: Any) -> sqlite3.Row | None:
@@ -177,7 +176,7 @@ class State:
     # start-up ---------------------------------------------------------------------
     def recover(self) -> int:
         """Judges that were running when the service died go back to the queue."""
-        with self._tx() as db:
+        with self.transaction() as db:
             cur = db.execute("UPDATE submissions SET state = 'queued', "
                              "interrupted = interrupted + 1, not_before = NULL "
                              "WHERE state = 'running'")
@@ -187,7 +186,7 @@ class State:
     def add_run(self, run_id: str, task: str, source: str, agent: str | None,
                 model: str | None, budget: int | None, cooldown_s: float,
                 started_at: str, token_hash: str, final_hash: str) -> dict[str, Any]:
-        with self._tx() as db:
+        with self.transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                 raise Conflict(f"run {run_id!r} is already registered")
             db.execute("INSERT INTO runs (run_id, task, source, agent, model, budget, "
@@ -213,7 +212,7 @@ class State:
     def end_run(self, run_id: str, state: str = "ended") -> list[int]:
         """Revoke the run's token; a cancelled run also drops its queued submissions
         (returned, so their waiters can be told)."""
-        with self._tx() as db:
+        with self.transaction() as db:
             db.execute("UPDATE runs SET state = ?, ended_at = ?, token_hash = NULL, "
                        "final_hash = NULL WHERE run_id = ? AND state = 'active'",
                        (state, now_iso(), run_id))
@@ -268,7 +267,7 @@ class State:
                result: dict[str, Any] | None, size: int = 0) -> dict[str, Any]:
         """Checks and insert in one transaction: a refusal spends no budget, cooldown or
         round. `result` (already graded under this key) answers it at once."""
-        with self._tx() as db:
+        with self.transaction() as db:
             run = self._check(db, run_id, final, limits, now, size)
             rnd = run["rounds"] + 1
             db.execute("UPDATE runs SET rounds = ?, used = used + ?, "
@@ -283,6 +282,7 @@ class State:
                  round(now - run["started_ts"], 3), "done" if result else "queued",
                  bool(result), _dumps(result), now_iso(now) if result else None))
             sub_id = cur.lastrowid
+            assert sub_id is not None  # an INSERT sets it
         return self.submission(sub_id) or {}
 
     def remove_unless_submitted(self, archive: str, files: list[Path]) -> None:
@@ -291,7 +291,7 @@ class State:
         so no accept of the same archive commits in between."""
         if not files:
             return
-        with self._tx() as db:
+        with self.transaction() as db:
             if db.execute("SELECT 1 FROM submissions WHERE archive = ? LIMIT 1",
                           (archive,)).fetchone() is None:
                 for path in files:
@@ -334,7 +334,7 @@ class State:
     def finish(self, key: str, result: dict[str, Any], graded_by: int | None) -> list[int]:
         """Give the result to every waiting submission with this key (the one judged,
         `graded_by`, and any identical archive queued meanwhile). Exactly once each."""
-        with self._tx() as db:
+        with self.transaction() as db:
             ids = [r[0] for r in db.execute(
                 "SELECT id FROM submissions WHERE key = ? AND state IN ('queued', 'running')",
                 (key,))]

@@ -34,9 +34,10 @@ from sforge.containers.docker import DockerEngine
 from sforge.containers.owner import sweep_stale_containers
 from sforge.core.errors import InfrastructureError
 from sforge.core.units import parse_memory
-from sforge.grading import judge as judge_mod
-from sforge.grading.archive import ArchiveLimits
-from sforge.grading.judge import parse_result, prepare_judge, run_judge
+from sforge.grading import judge_container, judge_log
+from sforge.grading.archive_limits import ArchiveLimits
+from sforge.grading.judge import prepare_judge, run_judge
+from sforge.grading.result_json import parse_result
 from sforge.grading.results import EvalResult, eval_key
 from tests.helpers import paths
 
@@ -307,12 +308,12 @@ def test_names_the_daemon_cannot_create_never_reach_it(client, judges, make_arch
 def test_judge_container_is_locked_down(client, judges, make_archive) -> None:
     """no-new-privileges, a pids limit, only JUDGE_CAPS (from Docker's 14 defaults)."""
     r = grade(client, judges, "inspect", make_archive(),
-              container_limits=judge_mod.ContainerLimits(pids=321))
+              container_limits=judge_container.ContainerLimits(pids=321))
     m = r.metrics
     assert m["nnp"] == "1" and m["pids"] == "321"
     caps = int(m["capeff"], 16)
     numbers = {"CHOWN": 0, "DAC_OVERRIDE": 1, "FOWNER": 3, "KILL": 5, "SETGID": 6, "SETUID": 7}
-    assert caps == sum(1 << numbers[c] for c in judge_mod.JUDGE_CAPS)
+    assert caps == sum(1 << numbers[c] for c in judge_container.JUDGE_CAPS)
 
 
 @docker_test
@@ -321,8 +322,8 @@ def test_log_keeps_head_and_tail(client, judges, make_archive, tmp_path: Path,
     """3,000,000 lines (~21 MB, ~200 MB of the daemon's JSON log): the first and last lines
     are kept with a line saying how much was cut between (the daemon's rotation used to drop
     the head silently)."""
-    monkeypatch.setattr(judge_mod, "LOG_HEAD_BYTES", 1 << 20, raising=False)
-    monkeypatch.setattr(judge_mod, "LOG_TAIL_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(judge_log, "LOG_HEAD_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(judge_log, "LOG_TAIL_BYTES", 1 << 20, raising=False)
     log_path = tmp_path / "noisy.log"
     r = grade(client, judges, "noisy", make_archive(reg("lines", b"3000000")), log_path=log_path)
     assert r.valid and r.score == 1.0

@@ -177,7 +177,7 @@ def test_socket_folder_is_read_only_to_the_agent(docker_client, tmp_path):
 def test_a_fork_bomb_stays_in_its_container(docker_client, tmp_path):
     """The agent's processes are bounded (the host, the service and other runs share the
     kernel's process table); the default bound is the judge's."""
-    from sforge.grading.judge import ContainerLimits
+    from sforge.grading.judge_container import ContainerLimits
 
     assert WorkSpec(image="x", cwd="/", env={}, helper=tmp_path,
                     socket_dir=tmp_path).pids_limit == ContainerLimits().pids

@@ -14,15 +14,9 @@ import pytest
 
 from sforge.benchmark.model import SubmissionRules
 from sforge.core.errors import InfrastructureError
-from sforge.grading import archive as archive_mod
-from sforge.grading.archive import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_MEMBERS,
-    ArchiveError,
-    ArchiveLimits,
-    FilteredArchive,
-    filter_submission,
-)
+from sforge.grading import archive_limits, member_filter, tar_stream
+from sforge.grading.archive import ArchiveError, FilteredArchive, filter_submission
+from sforge.grading.archive_limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_MEMBERS, ArchiveLimits
 
 EVERYTHING = SubmissionRules()
 
@@ -272,7 +266,7 @@ def test_exclude_kinds(tmp_path: Path) -> None:
 
 
 def test_rejected_listing_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(archive_mod, "MAX_LISTED_REJECTED", 5)
+    monkeypatch.setattr(member_filter, "MAX_LISTED_REJECTED", 5)
     filtered = run(tmp_path, *[reg(f"/abs{i}") for i in range(12)])
     assert len(filtered.rejected) == 6
     assert filtered.rejected[-1].reason == "7 more rejected members not listed"
@@ -376,7 +370,7 @@ def test_invalid_acl_and_too_many_xattrs(tmp_path: Path) -> None:
         assert [c.change for c in filtered.changed] == [
             "ACL system.posix_acl_access dropped: not a valid POSIX ACL"]
     many = reg("f", pax_headers={f"SCHILY.xattr.user.k{i}": "v"
-                                 for i in range(archive_mod.MAX_XATTRS + 1)})
+                                 for i in range(archive_limits.MAX_XATTRS + 1)})
     with filter_submission(make_tar(tmp_path / "many.tar", many, mode="w",
                                     fmt=tarfile.PAX_FORMAT), EVERYTHING) as filtered:
         assert filtered.refused and "extended attributes" in filtered.refused
@@ -419,7 +413,7 @@ def test_long_and_non_utf8_names_survive(tmp_path: Path) -> None:
 
 
 def test_large_output_spools_to_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(archive_mod, "SPOOL_IN_MEMORY", 1024)
+    monkeypatch.setattr(tar_stream, "SPOOL_IN_MEMORY", 1024)
     big = bytes(range(256)) * 64
     with run(tmp_path, reg("a", big), hard("b", "a")) as filtered:
         out = contents(filtered)

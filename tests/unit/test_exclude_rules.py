@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from sforge.benchmark.model import SubmissionRules
-from sforge.grading.archive import _Selection, filter_submission
+from sforge.grading.archive import filter_submission
+from sforge.grading.selection import Selection
 from tests.helpers.paths import REPO
 
 HELPER = REPO / "helper"
@@ -51,7 +52,7 @@ def random_cases(n: int, seed: int) -> list[dict]:
     while len(cases) < n:
         pattern = "".join(rng.choices("ab-!^[]*?\\/ ", k=rng.randint(1, 7)))
         path = "/".join(name() for _ in range(rng.randint(1, 3)))
-        excluded = _Selection(SubmissionRules(exclude=(pattern,))).reason(path) is not None
+        excluded = Selection(SubmissionRules(exclude=(pattern,))).reason(path) is not None
         if excluded or rng.random() < 0.1:
             cases.append({"pattern": pattern, "path": path, "excluded": excluded})
     return cases

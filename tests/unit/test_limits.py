@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sforge.core.config import defaults, load_config, schema
-from sforge.grading.archive import ArchiveLimits
+from sforge.grading.archive_limits import ArchiveLimits
 from sforge.grading.contract import archive_limits, container_limits
-from sforge.grading.judge import ContainerLimits
+from sforge.grading.judge_container import ContainerLimits
 from tests.helpers.paths import REPO
 
 SECTIONS = {"archive_limits": ArchiveLimits, "judge_limits": ContainerLimits}

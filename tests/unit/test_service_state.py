@@ -193,7 +193,7 @@ def test_a_run_of_an_infinite_cooldown_or_an_endless_budget_is_refused(body):
     round(inf) in a refusal's wait, an integer beyond SQLite's."""
     from pydantic import ValidationError
 
-    from sforge.service.app import RunIn
+    from sforge.service.run_routes import RunIn
 
     with pytest.raises(ValidationError):
         RunIn.model_validate({"task": "quick", **body})

@@ -1,0 +1,338 @@
+"""One pass over an archive's members: each one kept (rewritten safe, under the task's
+metadata rules) or rejected with its reason; symlinks decided last, once all are known."""
+
+from __future__ import annotations
+
+import posixpath
+import tarfile
+from typing import Any, BinaryIO
+
+from sforge.benchmark.model import SubmissionRules
+from sforge.grading.archive_limits import (
+    MAX_EXTENSION_BYTES,
+    MAX_LISTED_NAME,
+    MAX_LISTED_REJECTED,
+    MAX_XATTRS,
+    NAME_MAX,
+    PATH_MAX,
+    ArchiveLimits,
+)
+from sforge.grading.results import Changed, Rejected
+from sforge.grading.selection import Selection, ancestors
+from sforge.grading.tar_metadata import (
+    ACL_TEXT,
+    ACL_XATTRS,
+    XATTR_PREFIX,
+    MemberMeta,
+    TooManyXattrs,
+    acl_from_text,
+    acl_valid,
+    out_info,
+    raw_bytes,
+)
+from sforge.grading.tar_stream import HeaderTooLarge, SpoolSlice, TooLarge
+
+
+def _listed(path: str) -> str:
+    """A rejected path as listed: long ones cut, so the listing stays small."""
+    if len(path) <= MAX_LISTED_NAME:
+        return path
+    return f"{path[:MAX_LISTED_NAME]}… ({len(path) - MAX_LISTED_NAME} more characters)"
+
+
+def _name_problem(path: str, cwd: str) -> str | None:
+    """Why the kernel could not create `path` under `cwd`, or None."""
+    raw = path.encode("utf-8", "surrogateescape")
+    longest = max((len(c) for c in raw.split(b"/")), default=0)
+    if longest > NAME_MAX:
+        return (f"name component of {longest} bytes (the platform's limit is {NAME_MAX} "
+                "bytes)")
+    full = len(cwd.rstrip("/").encode("utf-8", "surrogateescape")) + 1 + len(raw)
+    if full >= PATH_MAX:
+        return f"path of {full} bytes under cwd (the platform's limit is {PATH_MAX - 1} bytes)"
+    return None
+
+
+def _normalize(name: str) -> tuple[str, str | None]:
+    """Member name → (path relative to cwd, None) or ("", reason). "" with no reason is cwd."""
+    if name.startswith("/"):
+        return "", "absolute path"
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return "", "'..' in path"
+    return "/".join(parts), None
+
+
+class MemberFilter:
+    """The members of one archive as they stream by, and what was kept, changed, rejected."""
+
+    def __init__(self, rules: SubmissionRules, limits: ArchiveLimits, out: tarfile.TarFile,
+                 spool: BinaryIO, cwd: str = "/"):
+        self.sel = Selection(rules)
+        self.cwd = cwd
+        self.limits = limits
+        self.out = out
+        self.spool = spool
+        self.count = 0
+        self.total = 0
+        self.members: dict[str, None] = {}  # accepted paths, each at its latest position
+        self.kinds: dict[str, str] = {}  # accepted path -> "file" | "dir" | "link"
+        self.files: dict[str, tuple[int, int, MemberMeta]] = {}  # path -> data offset, size, meta
+        self.links: dict[str, tuple[str, MemberMeta]] = {}  # pending symlinks: path -> target, meta
+        self.parents: set[str] = set()  # directories that hold accepted members
+        self.symlinks: set[str] = set()  # every symlink member's path, rejected ones too
+        self.resolved: dict[str, str | None] = {}  # symlink path -> where it leads (memo)
+        self.rejected: list[Rejected] = []
+        self.omitted = 0
+        self.rule_dirs: set[str] = set()  # directories listed as left out by the rules
+        self.keep = set(rules.keep_metadata)
+        self.changed: list[Changed] = []
+        self.changed_omitted = 0
+        self.tops: set[str] = set()  # first path component of every member
+        self.unrooted_hits = 0  # members the rules left out that one level down would select
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def reject(self, path: str, reason: str, by_rules: bool = False, is_dir: bool = False) -> None:
+        if by_rules:
+            if any(a in self.rule_dirs for a in ancestors(path)):
+                return  # its directory is listed already, with the same kind of reason
+            if is_dir:
+                self.rule_dirs.add(path)
+        if len(self.rejected) < MAX_LISTED_REJECTED:
+            self.rejected.append(Rejected(path=_listed(path), reason=reason))
+        else:
+            self.omitted += 1
+
+    def accept(self, path: str, kind: str) -> None:
+        self.members.pop(path, None)
+        self.members[path] = None
+        self.kinds[path] = kind
+        self.parents.update(ancestors(path))
+        if kind != "file":
+            self.files.pop(path, None)
+        if kind != "link":
+            self.links.pop(path, None)
+            self.symlinks.discard(path)
+
+    def change(self, path: str, what: str) -> None:
+        if len(self.changed) < MAX_LISTED_REJECTED:
+            self.changed.append(Changed(path=path, change=what))
+        else:
+            self.changed_omitted += 1
+
+    def meta(self, path: str, m: tarfile.TarInfo, link: bool = False) -> MemberMeta:
+        """The member's metadata as kept under the task's rules; every change is listed."""
+        mode = 0o777 if link else m.mode & 0o7777
+        if mode & 0o7000 and "mode" not in self.keep:
+            self.change(path, f"mode {mode:04o} -> {mode & 0o777:04o} (task keeps no "
+                        "setuid/setgid/sticky bits)")
+            mode &= 0o777
+        uid, gid = m.uid, m.gid
+        if (uid or gid) and "owner" not in self.keep:
+            self.change(path, f"owner {uid}:{gid} -> 0:0 (task keeps no owners)")
+            uid = gid = 0
+        xattrs: dict[str, str] = {}
+        acl_text: dict[str, str] = {}
+        for key, value in m.pax_headers.items():
+            if key in ACL_TEXT:
+                acl_text[ACL_TEXT[key]] = value
+            elif key.startswith(XATTR_PREFIX):
+                xattrs[key[len(XATTR_PREFIX):]] = value
+        if len(xattrs) + len(acl_text) > MAX_XATTRS:
+            raise TooManyXattrs(path)
+        self.grow(sum(len(raw_bytes(k)) + len(raw_bytes(v)) for k, v in [*xattrs.items(),
+                                                                 *acl_text.items()]))
+        kept: dict[str, str] = {}
+        for name, value in xattrs.items():
+            if name in ACL_XATTRS:
+                if "acl" not in self.keep:
+                    self.change(path, f"ACL {name} dropped (task keeps no ACLs)")
+                elif link:
+                    self.change(path, f"ACL {name} dropped (symlinks have none)")
+                elif not acl_valid(raw_bytes(value)):
+                    self.change(path, f"ACL {name} dropped: not a valid POSIX ACL")
+                else:
+                    kept[name] = value
+            elif name.startswith("user."):
+                if "xattr" in self.keep and not link:
+                    kept[name] = value
+                else:
+                    self.change(path, f"xattr {name} dropped (task keeps no xattrs)")
+            else:
+                self.change(path, f"xattr {name} dropped (only user.* xattrs and ACLs are "
+                            "kept)")
+        for name, text in acl_text.items():
+            if name in kept or name in xattrs:
+                continue  # the raw xattr said it already (GNU tar --xattrs writes both)
+            if "acl" not in self.keep or link:
+                self.change(path, f"ACL {name} dropped (task keeps no ACLs)")
+                continue
+            acl, dropped = acl_from_text(text)
+            for entry in dropped:
+                self.change(path, f"ACL entry {entry!r} of {name} dropped: only numeric ids "
+                            "can be kept (pack with GNU tar --xattrs --xattrs-include='*')")
+            if len(acl) > 4:
+                kept[name] = acl.decode("utf-8", "surrogateescape")
+        return MemberMeta(mode, m.mtime, uid, gid, tuple(sorted(kept.items())))
+
+    def grow(self, size: int) -> None:
+        self.total += size
+        if self.total > self.limits.max_bytes:
+            raise TooLarge
+
+    def header(self, info: tarfile.TarInfo) -> None:
+        """Called for every header as tarfile meets it, before an extension record is read."""
+        self.grow(tarfile.BLOCKSIZE)
+        limit = MAX_EXTENSION_BYTES.get(info.type)
+        if limit is not None:
+            self.grow(info.size)
+            if info.size > limit:
+                raise HeaderTooLarge(info.size, limit)
+
+    def tarinfo_class(self) -> type[tarfile.TarInfo]:
+        filt = self
+
+        class _CountedInfo(tarfile.TarInfo):
+            def _proc_member(self, tarfile_: tarfile.TarFile):  # type: ignore[override]
+                filt.header(self)
+                return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+        return _CountedInfo
+
+    # -- one member ------------------------------------------------------------------------------
+    def add(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
+        self.count += 1
+        if self.count > self.limits.max_members:
+            raise TooLarge
+        if m.isreg() or m.type not in tarfile.SUPPORTED_TYPES:
+            self.grow(m.size)  # from the header, before any data is read
+        path, bad = _normalize(m.name)
+        if bad:
+            return self.reject(m.name, bad)
+        if not path:
+            return None  # "." / "./": cwd itself
+        too_long = _name_problem(path, self.cwd)
+        if too_long:
+            return self.reject(path, too_long)
+        top, _, rest = path.partition("/")
+        self.tops.add(top)
+        for a in ancestors(path):
+            if a in self.symlinks:
+                return self.reject(path, f"passes through symlink {a!r}")
+            if self.kinds.get(a) == "file":
+                return self.reject(path, f"passes through file {a!r}")
+        if m.issym():
+            self.symlinks.add(path)
+        if m.ischr() or m.isblk():
+            return self.reject(path, "device file")
+        if m.isfifo():
+            return self.reject(path, "FIFO")
+        if not (m.isreg() or m.isdir() or m.issym() or m.islnk()):
+            return self.reject(path, f"unsupported member type {m.type!r}")
+        rule = self.sel.reason(path)
+        if rule:
+            if rest and not self.sel.reason(rest):
+                self.unrooted_hits += 1
+            if m.isdir() and self.sel.is_parent(path):
+                return None
+            return self.reject(path, rule, by_rules=True, is_dir=m.isdir())
+        if m.isdir():
+            self.out.addfile(out_info(path, tarfile.DIRTYPE, self.meta(path, m)))
+            return self.accept(path, "dir")
+        if (m.isreg() or m.islnk()) and path in self.parents:
+            return self.reject(path, f"would replace directory {path!r} holding earlier members")
+        if m.isreg():
+            meta = self.meta(path, m)
+            src = tar.extractfile(m)
+            return self.write_file(path, meta, m.size, src)
+        if m.islnk():
+            target, bad = _normalize(m.linkname)
+            if bad or target not in self.files:
+                return self.reject(path, f"hardlink to {m.linkname!r}, which is not a regular file "
+                                   "accepted earlier in the archive")
+            start, size, meta = self.files[target]
+            self.grow(size)
+            return self.write_file(path, meta, size, SpoolSlice(self.spool, start, size))
+        # symlink: decided at the end, when every symlink of the archive is known
+        if path in self.parents:
+            return self.reject(path, f"symlink would replace directory {path!r} holding earlier "
+                               "members")
+        if m.linkname.startswith("/"):
+            return self.reject(path, f"symlink to absolute path {_listed(m.linkname)!r}")
+        if len(m.linkname.encode("utf-8", "surrogateescape")) >= PATH_MAX:
+            return self.reject(path, f"symlink target longer than {PATH_MAX - 1} bytes")
+        self.links[path] = (m.linkname, self.meta(path, m, link=True))
+        return self.accept(path, "link")
+
+    def write_file(self, path: str, meta: MemberMeta, size: int, src: Any) -> None:
+        self.out.addfile(out_info(path, tarfile.REGTYPE, meta, size), src)
+        start = self.spool.tell() - (-(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE)
+        self.files[path] = (start, size, meta)
+        self.accept(path, "file")
+
+    # -- symlinks, last --------------------------------------------------------------------------
+    def resolve(self, path: str) -> str | None:
+        """Where the symlink at `path` leads (relative to cwd), or None if it leaves cwd or loops.
+
+        Memoized, so a hostile web of links costs linear time; a link met again while it is
+        being resolved is a loop.
+        """
+        if path in self.resolved:
+            return self.resolved[path]
+        self.resolved[path] = None
+        result = self._walk(path.split("/")[:-1], self.links[path][0])
+        self.resolved[path] = result
+        return result
+
+    def _walk(self, here: list[str], target: str) -> str | None:
+        if target.startswith("/"):
+            return None
+        for part in target.split("/"):
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not here:
+                    return None
+                here.pop()
+                continue
+            here.append(part)
+            joined = "/".join(here)
+            if joined in self.links:
+                resolved = self.resolve(joined)
+                if resolved is None:
+                    return None
+                here = resolved.split("/") if resolved else []
+        return "/".join(here)
+
+    def finish_links(self) -> None:
+        for path, (target, meta) in list(self.links.items()):
+            resolved = self.resolve(path)
+            if resolved is None:
+                reason = f"symlink to {target!r} leaves the working directory (or loops)"
+            elif resolved and self.sel.reason(resolved):
+                reason = (f"symlink to {target!r} points outside the [submission] paths "
+                          f"({self.sel.reason(resolved)})")
+            elif not resolved and not self.sel.everything:
+                reason = f"symlink to {target!r} points outside the [submission] paths"
+            else:
+                self.out.addfile(out_info(path, tarfile.SYMTYPE, meta, linkname=target))
+                continue
+            self.members.pop(path, None)
+            self.reject(path, reason)
+
+
+    def wrong_root(self, cwd: str | None) -> str | None:
+        """The common `docker cp ctr:/app -` mistake: everything under one top directory."""
+        if len(self.tops) != 1:
+            return None
+        top = next(iter(self.tops))
+        if self.kinds.get(top) not in (None, "dir"):
+            return None
+        named_like_cwd = cwd is not None and top == posixpath.basename(cwd.rstrip("/"))
+        useless = not self.members and self.unrooted_hits > 0
+        if not (useless or (named_like_cwd and self.sel.everything)):
+            return None
+        where = posixpath.join(cwd, top) if cwd else f"{top}/"
+        return (f"the archive looks wrongly rooted: every member is under '{top}/', so it "
+                f"lands in {where} (as `docker cp ctr:/{top} -` packs it); pack the contents "
+                f"of the working directory instead: tar -C <dir> -czf sub.tar.gz .")

@@ -1,0 +1,55 @@
+"""`[submission] paths` and `exclude`: which paths of an archive a task selects."""
+
+from __future__ import annotations
+
+import fnmatch
+
+from sforge.benchmark.model import SubmissionRules
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def ancestors(path: str) -> list[str]:
+    """Every proper ancestor of a relative path, outermost first."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def under(path: str, prefix: str) -> bool:
+    """`path` is `prefix` or inside it, component-wise ("" holds everything)."""
+    return prefix == "" or path == prefix or path.startswith(prefix + "/")
+
+
+class Selection:
+    """`[submission] paths` and `exclude`, normalized once."""
+
+    def __init__(self, rules: SubmissionRules):
+        self.paths = [self._clean(p) for p in rules.paths]
+        self.everything = "" in self.paths
+        self.exclude = [(raw, self._clean(raw)) for raw in rules.exclude]
+
+    @staticmethod
+    def _clean(pattern: str) -> str:
+        parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
+        return "/".join(parts)
+
+    def reason(self, path: str) -> str | None:
+        """Why the task's rules leave `path` out, or None if it is selected."""
+        if not self.everything and not any(under(path, p) for p in self.paths):
+            return "not in [submission] paths"
+        for raw, pat in self.exclude:
+            if not pat:
+                continue
+            if _GLOB_CHARS.isdisjoint(pat):
+                hit = under(path, pat)
+            elif "/" in pat:
+                hit = any(fnmatch.fnmatchcase(p, pat) for p in [*ancestors(path), path])
+            else:
+                hit = any(fnmatch.fnmatchcase(c, pat) for c in path.split("/"))
+            if hit:
+                return f"excluded by {raw!r}"
+        return None
+
+    def is_parent(self, path: str) -> bool:
+        """A directory on the way to a selected path (created by Docker anyway)."""
+        return not self.everything and any(p.startswith(path + "/") for p in self.paths)
