@@ -20,7 +20,8 @@ from sforge.core.errors import SforgeError
 
 EPILOG = """\
 benchmark: -b/--benchmark DIR, else $SFORGE_BENCHMARK, else edgebench/.
-results:   --results DIR (default results/); products go under <results>/<benchmark name>/.
+results:   --results DIR, else results/ beside the benchmark directory (<benchmark>/../results);
+           products go under <results>/<benchmark name>/.
 Plain Snakemake from the repository root makes the same targets: snakemake all|images|grade|report.
 """
 
@@ -390,12 +391,14 @@ def _global_options() -> argparse.ArgumentParser:
     """Options every command takes, before or after its name (`sforge list -b DIR` as well
     as `sforge -b DIR list`). SUPPRESS keeps a subcommand from resetting what was given
     before it; main() fills in the defaults."""
+    from sforge.core.config import RESULTS_HELP
+
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("global options (before or after the command)")
     g.add_argument("-b", "--benchmark", metavar="DIR", default=argparse.SUPPRESS,
                    help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
     g.add_argument("--results", metavar="DIR", default=argparse.SUPPRESS,
-                   help="results root (default: results/)")
+                   help=RESULTS_HELP)
     g.add_argument("--registry", metavar="HOST[/PATH]", default=argparse.SUPPRESS,
                    help="registry for push/pull and as a build cache (default: "
                         "$SFORGE_REGISTRY, else benchmark.toml's registry)")
