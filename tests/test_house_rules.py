@@ -90,3 +90,20 @@ def test_edgebench_rules_bind_only_where_declared(tmp_path: Path):
         toml = root / "benchmark.toml"
         toml.write_text(toml.read_text().split("[check]")[0])
         assert check_benchmark(root) == [], (case, format_findings(check_benchmark(root)))
+
+
+def test_edgebench_declares_its_rules(tmp_path: Path):
+    """A copy of an EdgeBench task that breaks its house rules fails under edgebench's own
+    benchmark.toml (not a copy of its [check])."""
+    root = tmp_path / "edgebench"
+    shutil.copytree(REPO / "edgebench" / "bases", root / "bases")
+    shutil.copy(REPO / "edgebench" / "benchmark.toml", root / "benchmark.toml")
+    task = root / "tasks" / "semver_ranges"
+    shutil.copytree(REPO / "edgebench" / "tasks" / "semver_ranges", task)
+    assert check_benchmark(root) == []
+    toml = task / "task.toml"
+    toml.write_text("\n".join(line for line in toml.read_text().splitlines()
+                              if not line.startswith(("status", "category"))) + "\n")
+    (task / "NOTES.md").write_text("## What it measures\n")
+    rules = {f.rule for f in check_benchmark(root)}
+    assert rules == {"status-missing", "category-missing", "notes-section"}, rules
