@@ -9,10 +9,23 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from sforge.benchmark.images import BASE_ARG, WORK_ARG  # noqa: F401 (the names every check module uses)
+
+
+@dataclass
+class Heredoc:
+    word: str                          # the delimiter, as in `<<EOT`
+    line: int                          # line of the instruction that opens it
+    body: list[tuple[int, str]]        # (line, text) of each body line
+
+
+# `<<EOT`, `<<-EOT`, `<<"EOT"`, `<<'EOT'` in RUN, COPY or ADD (BuildKit's Dockerfile 1.4
+# here-documents); `<<<` is a here-string, not one of them.
+_HEREDOC = re.compile(r"(?<!<)<<(-?)([\"']?)([A-Za-z_][A-Za-z0-9_]*)\2(?!<)")
+HEREDOC_KEYWORDS = ("RUN", "COPY", "ADD")
 
 
 @dataclass
@@ -21,6 +34,9 @@ class Instruction:
     keyword: str                       # upper case
     line: int                          # line of the keyword
     pieces: list[tuple[int, str]]      # (line, text) of the arguments, continuations joined
+    # here-documents (`RUN <<EOT` … `EOT`): their bodies, kept out of `pieces` so that the
+    # instruction's own words stay what they are
+    heredocs: list[Heredoc] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -30,10 +46,20 @@ class Instruction:
 
 def parse_dockerfile(text: str) -> list[Instruction]:
     """Instructions with the physical line of every argument piece (backslash continuations,
-    comment lines inside continuations dropped, as Docker does)."""
+    comment lines inside continuations dropped, as Docker does); here-document bodies go to
+    `heredocs`, never read as instructions."""
     out: list[Instruction] = []
     current: Instruction | None = None
+    pending: list[tuple[bool, Heredoc]] = []   # open here-documents: (strip tabs, doc)
     for no, raw in enumerate(text.splitlines(), 1):
+        if pending:
+            strip_tabs, doc = pending[0]
+            if (raw.lstrip("\t") if strip_tabs else raw).rstrip("\r") == doc.word:
+                pending.pop(0)
+                out[-1].heredocs.append(doc)
+            else:
+                doc.body.append((no, raw))
+            continue
         stripped = raw.strip()
         if current is None:
             if not stripped or stripped.startswith("#"):
@@ -53,9 +79,14 @@ def parse_dockerfile(text: str) -> list[Instruction]:
         current.pieces.append((no, body))
         if not cont:
             out.append(current)
+            if current.keyword in HEREDOC_KEYWORDS:
+                pending = [(m.group(1) == "-", Heredoc(m.group(3), current.line, []))
+                           for m in _HEREDOC.finditer(current.text)]
             current = None
     if current is not None:
         out.append(current)
+    for _, doc in pending:   # unterminated: what there is
+        out[-1].heredocs.append(doc)
     return out
 
 
@@ -201,7 +232,36 @@ def declarations(text: str, kw: str) -> Iterator[tuple[str, str | None]]:
 
 
 def run_script(ins: Instruction) -> list[tuple[int, str]]:
-    """The shell text a RUN runs, as (line, text) pieces, in shell or JSON form."""
+    """The shell text a RUN runs, with lines: its arguments, then the body of each of its
+    here-documents, one command per line (`RUN <<EOT` runs the body as a script)."""
+    words = _run_words(ins)
+    scripts = [doc for doc in ins.heredocs if _is_shell_script(words, doc)]
+    return words + [piece for doc in scripts for piece in _script_lines(doc)]
+
+
+def _is_shell_script(words: list[tuple[int, str]], doc: Heredoc) -> bool:
+    """Whether a shell runs the here-document's body: `RUN <<EOT` (no command before it; a
+    `#!` line naming another interpreter aside) or `RUN bash <<EOT`; not `RUN python3 <<EOT`."""
+    text = " ".join(t for _, t in words)
+    m = _HEREDOC.search(text)
+    before = text[:m.start()].split() if m else []
+    if before:
+        return PurePosixPath(before[-1]).name in ("sh", "bash", "dash")
+    first = doc.body[0][1].strip() if doc.body else ""
+    return not first.startswith("#!") or re.search(r"\b(ba|da)?sh\b", first) is not None
+
+
+def _script_lines(doc: Heredoc) -> list[tuple[int, str]]:
+    """A here-document's lines as tokenize_shell pieces: a line ends its command unless it
+    ends with a backslash."""
+    out = [(doc.line, ";")]
+    for no, raw in doc.body:
+        text = raw.rstrip()
+        out.append((no, text[:-1]) if text.endswith("\\") else (no, text + " ;"))
+    return out
+
+
+def _run_words(ins: Instruction) -> list[tuple[int, str]]:
     text = ins.text.strip()
     if text.startswith("["):
         try:
@@ -259,7 +319,23 @@ def copy_args(ins: Instruction) -> CopyArgs | None:
         words = text.split()
     if len(words) < 2:
         return None
-    return CopyArgs(flags, words[:-1], words[-1])
+    sources = [w for w in words[:-1] if not _HEREDOC.fullmatch(w)]  # inline files
+    return CopyArgs(flags, sources, words[-1])
+
+
+# ------------------------------------------------------------------------ here-documents
+def heredoc_uses(path: Path) -> list[tuple[int, str]]:
+    """(line, message) for each here-document in the Dockerfile at `path`: sforge builds
+    through the Docker API's classic builder (docker.io 20.10 has no buildx, and the daemon's
+    BuildKit frontend predates heredocs), which fails on them with "unknown instruction"."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [(ins.line, f"{ins.keyword} <<{doc.word}: here-documents need BuildKit's Dockerfile "
+             "1.4 syntax; the classic builder sforge uses fails on them (\"unknown "
+             "instruction\"): write the lines as `RUN a && b`, or COPY a script and RUN it")
+            for ins in parse_dockerfile(text) for doc in ins.heredocs]
 
 
 # ------------------------------------------------------------------ images a build reads

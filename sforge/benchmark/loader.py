@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sforge.benchmark import rescaling as rescale_mod
 from sforge.benchmark.hashing import HashCache
+from sforge.benchmark.house_rules import house_rules
 from sforge.benchmark.model import (
     METADATA_KINDS,
     Benchmark,
@@ -205,7 +206,8 @@ def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmar
     bench = Benchmark(root=root.resolve(), name=data["name"], registry=data.get("registry"),
                       blob_url=data.get("blob_url"), bases=bases,
                       exclude_status=tuple(data.get("leaderboard", {}).get("exclude_status",
-                                                                           ())))
+                                                                           ())),
+                      house_rules=house_rules(root / "benchmark.toml", data))
     tasks_dir = root / "tasks"
     if not tasks_dir.is_dir():
         raise DefinitionError(tasks_dir, None, "missing: a benchmark keeps its tasks in tasks/")

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sforge.benchmark.house_rules import HouseRules
+
 
 @dataclass(frozen=True)
 class Blob:
@@ -114,6 +116,8 @@ class Benchmark:
     # leaderboard ([leaderboard] exclude_status in benchmark.toml; sforge gives `status` no
     # meaning of its own).
     exclude_status: tuple[str, ...] = ()
+    # `[check]`: the benchmark's own rules for `sforge check`, beyond the task format's
+    house_rules: HouseRules = field(default_factory=HouseRules)
 
     def excluded(self, task: Task) -> bool:
         """Whether the task's `status` keeps it off the leaderboard."""

@@ -16,7 +16,12 @@ from pathlib import Path
 from typing import IO
 
 from sforge.benchmark.blobs import ensure_blob
-from sforge.benchmark.dockerfile import copy_args, judge_image_uses, parse_dockerfile
+from sforge.benchmark.dockerfile import (
+    copy_args,
+    heredoc_uses,
+    judge_image_uses,
+    parse_dockerfile,
+)
 from sforge.benchmark.images import BASE_ARG, CONTEXT_DIRS, WORK_ARG, ImageRef, context_blobs
 from sforge.containers.engine import ContainerEngine
 from sforge.core.clock import now_iso
@@ -179,6 +184,10 @@ def _build(pipe: Pipeline, engine: ContainerEngine, ref: ImageRef, log: Path,
             ensure_local(pipe, engine, dep)
     if ref.kind in ("work", "base"):
         _refuse_judge_images(ref, root / dockerfile, engine)
+    heredocs = heredoc_uses(root / dockerfile)
+    if heredocs:
+        raise _refused(ref, "here-documents cannot be built here:\n  " + "\n  ".join(
+            f"{root / dockerfile}:{line}: {msg}" for line, msg in heredocs))
     log.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=LOG_TAIL)
     started = time.monotonic()

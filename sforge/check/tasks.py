@@ -3,7 +3,6 @@ and `check_benchmark`, the entry point."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import tomllib
@@ -11,10 +10,19 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from sforge.benchmark.dockerfile import BASE_ARG, declarations, judge_image_uses, parse_dockerfile
+from sforge.benchmark.dockerfile import (
+    BASE_ARG,
+    declarations,
+    heredoc_uses,
+    judge_image_uses,
+    parse_dockerfile,
+)
+from sforge.benchmark.house_rules import HouseRules
 from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.model import Task
 from sforge.check.context import CheckContext, check_copy, has_glob, is_dockerfile, walk_files
 from sforge.check.findings import Finding
+from sforge.check.house_rules import check_house_rules
 from sforge.check.judge_safety import judge_risks
 from sforge.check.pinning import check_from, check_run
 from sforge.check.toml_positions import locate, toml_lines
@@ -22,9 +30,6 @@ from sforge.core.errors import DefinitionError
 
 MAX_FILE_BYTES = 1 << 20          # no single file over 1 MiB in git
 MAX_TASK_BYTES = 5 << 20          # no task over 5 MiB in git
-STATUSES = ("draft", "active", "deprecated", "broken")
-NOTES_SECTIONS = ("What it measures", "Grading", "Data", "Reference results", "Known issues")
-VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 @dataclass
 class _DockerfileReport:
@@ -68,6 +73,8 @@ def check_dockerfile(path: Path, ctx: CheckContext) -> _DockerfileReport:
             add(Finding(path, line, "judge-image",
                         f"{msg}: a work or base build must never read a judge image (the "
                         "hidden grader and tests would leak)"))
+    for line, msg in heredoc_uses(path):
+        add(Finding(path, line, "heredoc", msg))
     if ctx.is_task and ctx.base and not uses_base:
         add(Finding(path, first_from, "base-image",
                     f"the task builds on base {ctx.base!r}, but this Dockerfile does not start "
@@ -111,57 +118,10 @@ def _read_task_toml(task_dir: Path) -> tuple[dict[str, Any] | None, dict[str, in
         return None, {}
 
 
-def _check_metadata(task_dir: Path, data: dict[str, Any], lines: dict[str, int],
-                    add) -> None:
-    toml = task_dir / "task.toml"
-    status = data.get("status")
-    if status is None:
-        add(Finding(toml, None, "status-missing",
-                    f"no status; set one of: {', '.join(STATUSES)}"))
-    elif status not in STATUSES:
-        add(Finding(toml, lines.get("status"), "status-unknown",
-                    f"status {status!r} is not one of: {', '.join(STATUSES)}"))
-    category = data.get("category")
-    if category is None:
-        add(Finding(toml, None, "category-missing", "no category (e.g. \"optimization\", "
-                    "\"coding\", \"systems\"): the leaderboard groups tasks by it"))
-    elif not isinstance(category, str) or not category.strip():
-        add(Finding(toml, lines.get("category"), "category-missing",
-                    f"category must be a non-empty string, got {category!r}"))
-    version = data.get("version")
-    if version is None:
-        add(Finding(toml, None, "version-missing",
-                    "no version; start at \"1.0.0\" and bump it on any change that can move "
-                    "scores"))
-    elif not isinstance(version, str) or not VERSION.match(version):
-        add(Finding(toml, lines.get("version"), "version-format",
-                    f"version {version!r} is not MAJOR.MINOR.PATCH"))
+def _check_instruction(task_dir: Path, add) -> None:
     if not (task_dir / "instruction.md").is_file():
         add(Finding(task_dir / "instruction.md", None, "instruction-missing",
                     "missing: the prompt given to the agent"))
-    notes = task_dir / "NOTES.md"
-    if not notes.is_file():
-        add(Finding(notes, None, "notes-missing",
-                    "missing: every task documents what it measures, its grading, data and "
-                    "reference results"))
-        return
-    headings = [(no, m.group(1).strip().lower())
-                for no, raw in enumerate(notes.read_text(errors="replace").splitlines(), 1)
-                if (m := re.match(r"^##\s+(.+?)\s*#*\s*$", raw))]
-    found = {h: no for no, h in reversed(headings)}
-    missing = [s for s in NOTES_SECTIONS if s.lower() not in found]
-    if missing:
-        add(Finding(notes, None, "notes-section",
-                    "missing section(s): " + ", ".join(f"'## {s}'" for s in missing)))
-        return
-    order = [found[s.lower()] for s in NOTES_SECTIONS]
-    for i in range(1, len(order)):
-        name, no, prev = NOTES_SECTIONS[i], order[i], order[i - 1]
-        if no < prev:
-            add(Finding(notes, no, "notes-section",
-                        f"'## {name}' is out of order; sections go: "
-                        + ", ".join(NOTES_SECTIONS)))
-            break
 
 
 def _blob_decls(data: dict[str, Any] | None, lines: dict[str, int]
@@ -175,10 +135,11 @@ def _blob_decls(data: dict[str, Any] | None, lines: dict[str, int]
     return out
 
 
-def _check_task(task_dir: Path, git: _Git, add) -> None:
+def _check_task(task_dir: Path, rules: HouseRules, git: _Git, add) -> None:
     data, lines = _read_task_toml(task_dir)
+    _check_instruction(task_dir, add)
     if data is not None:
-        _check_metadata(task_dir, data, lines, add)
+        check_house_rules(rules, task_dir, data, lines, add)
     blobs = _blob_decls(data, lines)
     blob_paths = {b for b, _ in blobs}
     base = ((data or {}).get("environment") or {}).get("base")
@@ -243,6 +204,18 @@ def _definition_finding(exc: Exception, root: Path) -> Finding:
     return Finding(root, None, "definition", str(exc))
 
 
+def rescale_missing(task: Task) -> list[Finding]:
+    """A task without `[score] rescale` is valid but has no 0–100 score: it counts 0 on the
+    leaderboard whatever it scores (docs/write-a-task.md, "Rescale"), so say it loudly."""
+    if task.score.rescale is not None:
+        return []
+    toml = task.dir / "task.toml"
+    return [Finding(toml, locate(toml, "score"), "rescale-missing",
+                    "no [score] rescale: every source counts 0 on the leaderboard for this "
+                    "task, whatever it scores; add e.g. rescale = { kind = \"linear\", "
+                    "lower = 0.0, upper = 1.0 } (docs/rescale.md)", "warning")]
+
+
 def check_benchmark(root: Path) -> list[Finding]:
     """Every rule violation in the benchmark at `root`, sorted by file and line."""
     root = Path(root)
@@ -256,6 +229,7 @@ def check_benchmark(root: Path) -> list[Finding]:
         add(_definition_finding(err, root))
     for task in bench.tasks.values():
         findings += judge_risks(task)
+        findings += rescale_missing(task)
     git = _Git(root)
     bases = root / "bases"
     if bases.is_dir():
@@ -265,6 +239,6 @@ def check_benchmark(root: Path) -> list[Finding]:
     tasks = root / "tasks"
     for task_dir in sorted(tasks.iterdir()):
         if task_dir.is_dir() and not task_dir.name.startswith("."):
-            _check_task(task_dir, git, add)
+            _check_task(task_dir, bench.house_rules, git, add)
     unique = sorted(set(findings), key=lambda f: (str(f.file), f.line or 0, f.rule, f.message))
     return unique

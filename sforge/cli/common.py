@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from sforge.core.config import RESULTS_HELP
 from sforge.core.errors import SforgeError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def global_options() -> argparse.ArgumentParser:
     g.add_argument("-b", "--benchmark", metavar="DIR", default=argparse.SUPPRESS,
                    help="benchmark directory (default: $SFORGE_BENCHMARK, else edgebench/)")
     g.add_argument("--results", metavar="DIR", default=argparse.SUPPRESS,
-                   help="results root (default: results/)")
+                   help=RESULTS_HELP)
     g.add_argument("--registry", metavar="HOST[/PATH]", default=argparse.SUPPRESS,
                    help="registry for push/pull and as a build cache (default: "
                         "$SFORGE_REGISTRY, else benchmark.toml's registry)")

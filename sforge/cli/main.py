@@ -24,7 +24,8 @@ DESCRIPTION = "sforge: build images, grade archives, aggregate scores for a benc
 
 EPILOG = """\
 benchmark: -b/--benchmark DIR, else $SFORGE_BENCHMARK, else edgebench/.
-results:   --results DIR (default results/); products go under <results>/<benchmark name>/.
+results:   --results DIR, else results/ beside the benchmark directory (<benchmark>/../results);
+           products go under <results>/<benchmark name>/.
 Plain Snakemake from the repository root makes the same targets: snakemake all|images|grade|report.
 """
 

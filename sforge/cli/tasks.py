@@ -110,10 +110,17 @@ def cmd_import(args: argparse.Namespace) -> int:
 def add_check(sub: Subcommands) -> None:
     """`sforge check`'s parser."""
     p = add_command(
-        sub, "check", cmd_check, "check the benchmark against edgebench/tasks/SCHEMA.md rules",
-        "Check the benchmark against the task rules (no Docker). With --repeat N, also\n"
-        "judge each task's reference archive (submissions/reference/<task>/) N times in\n"
-        "fresh containers and flag a grader whose verdicts differ.")
+        sub, "check", cmd_check,
+        "check the benchmark: the task format's rules and its own [check] rules",
+        "Check the benchmark (no Docker): the task format's rules, for every benchmark\n"
+        "(schema, Dockerfiles against their build context, pinning, blobs, judge safety;\n"
+        "here-documents are refused, the classic builder cannot build them; a task\n"
+        "without [score] rescale is warned about: it counts 0 on the leaderboard), and\n"
+        "the house rules benchmark.toml declares under [check] (required metadata keys\n"
+        "and values, NOTES.md sections). Exit 1 on any error. docs/write-a-task.md.\n"
+        "With --repeat N, also judge each task's reference archive\n"
+        "(submissions/reference/<task>/) N times in fresh containers and flag a grader\n"
+        "whose verdicts differ.")
     p.add_argument("--repeat", type=int, metavar="N",
                    help="judge each task's reference N times; differing verdicts are an error")
     add_task_option(p)

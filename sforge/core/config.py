@@ -170,4 +170,27 @@ def user_config(path: Path | None, overrides: dict[str, Any]) -> dict[str, Any]:
     for key in ("benchmark", "results", "submissions"):
         if config.get(key):
             config[key] = str(Path(config[key]).expanduser().resolve())
+    if overrides.get("results") is None and not _sets(path, "results"):
+        config["results"] = str(default_results(Path(config["benchmark"])))
     return config
+
+
+RESULTS_HELP = ("results root (default: results/ beside the benchmark directory, i.e. "
+                "<benchmark>/../results, wherever sforge runs)")
+
+
+def default_results(benchmark: Path) -> Path:
+    """The results root when neither --results nor a config file names one: `results/` beside
+    the benchmark directory. In the repository that is results/ at its root beside
+    edgebench/ (as plain `snakemake` there has it); from any other folder the bundled
+    benchmark's results are the same ones, never a new ./results/ wherever sforge runs."""
+    return benchmark.parent / "results"
+
+
+def _sets(path: Path | None, key: str) -> bool:
+    """Whether a config file the user named sets `key` (the shipped config.yaml only
+    states the defaults)."""
+    if path is None or not path.is_file():
+        return False
+    data = safe_yaml(path.read_text()) or {}
+    return isinstance(data, dict) and data.get(key) is not None

@@ -61,7 +61,7 @@ def test_fixtures_cover_every_rule():
         "base-image", "add-url", "file-too-large", "task-too-large", "blob-not-ignored",
         "blob-unused", "notes-missing", "notes-section", "instruction-missing",
         "status-missing", "status-unknown", "category-missing", "version-missing",
-        "version-format", "judge-image", "judge-runs-cwd", "judge-overlay",
+        "version-format", "judge-image", "judge-runs-cwd", "judge-overlay", "rescale-missing",
     }
     assert {d.name for d in FIXTURES.iterdir() if d.is_dir()} == {c.name for c in CASES}
 
