@@ -51,6 +51,15 @@ class Score:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """How to get the task's reference solution (`sforge check --integrity` grades it): a
+    stored archive, or a script run in the work image before cwd is packed (paths relative
+    to the task directory)."""
+    archive: str | None = None
+    script: str | None = None
+
+
+@dataclass(frozen=True)
 class Task:
     id: str
     dir: Path
@@ -62,6 +71,7 @@ class Task:
     score: Score
     blobs: tuple[Blob, ...] = ()
     game: dict[str, Any] | None = None
+    reference: Reference | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # free-form keys: category, status…
 
     @property
@@ -105,6 +115,9 @@ class Benchmark:
     # leaderboard ([leaderboard] exclude_status in benchmark.toml; sforge gives `status` no
     # meaning of its own).
     exclude_status: tuple[str, ...] = ()
+    # A string that must appear nowhere in a work image (`sforge check --integrity`): put it
+    # in the hidden files, and a copy that leaks into what agents see is found.
+    canary: str | None = None
 
     def excluded(self, task: Task) -> bool:
         status = task.metadata.get("status")

@@ -144,6 +144,13 @@ def cmd_build(args) -> int:
                 print(f"    {line}", file=sys.stderr)
             print(f"  full log: {log}", file=sys.stderr)
     refs, made = out.refs, out.made
+    if made:  # the leak check of `check --integrity` on what was just built (no judge run)
+        from sforge.check import format_findings
+        from sforge.check.integrity import after_build
+
+        leaks = after_build(pipe, made)
+        if leaks:
+            print(format_findings(leaks), file=sys.stderr)
     print(f"sforge: {len(refs)} image(s): {len(made) - out.reused} built, {out.reused} already "
           f"present, {len(refs) - len(out.todo)} up to date, {len(out.failed)} failed"
           + (f", {out.pushed} pushed" if args.push else "")
@@ -243,7 +250,14 @@ def cmd_check(args) -> int:
     for message in tasks_dir_warnings(Path(config["benchmark"])):
         warn(message)
     findings = check_benchmark(Path(config["benchmark"]))
-    if args.repeat:
+    if args.integrity:
+        from sforge.check.integrity import check_integrity
+
+        if args.repeat is not None and args.repeat < 2:
+            raise SforgeError("--repeat needs at least 2 runs to compare")
+        findings += check_integrity(_pipeline(config), args.task, _execution(args),
+                                    repeat=args.repeat or 0)
+    elif args.repeat:
         findings += _repeat_findings(args, config)
     if findings:
         print(format_findings(findings))
@@ -562,9 +576,18 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
              "check the benchmark against edgebench/tasks/SCHEMA.md rules",
              "Check the benchmark against the task rules (no Docker). With --repeat N, also\n"
              "judge each task's reference archive (submissions/reference/<task>/) N times in\n"
-             "fresh containers and flag a grader whose verdicts differ.")
+             "fresh containers and flag a grader whose verdicts differ. With --integrity,\n"
+             "grade the no-op submission, the [reference] and cheat probes with the real\n"
+             "judges and read the work images for leaks.")
     p.add_argument("--repeat", type=int, metavar="N",
-                   help="judge each task's reference N times; differing verdicts are an error")
+                   help="judge each task's reference N times; differing verdicts are an error "
+                        "(with --integrity: the task's [reference])")
+    p.add_argument("--integrity", action="store_true",
+                   help="with the built images (built first when missing), prove grading "
+                        "cannot be fooled: no judge/solution file, later .git commit or "
+                        "canary in the work image; the no-op submission scores the floor; "
+                        "[reference] scores full marks; cheat probes are graded as the "
+                        "judge decides (README: Integrity)")
     _task_opt(p)
     _jobs_opt(p)
 

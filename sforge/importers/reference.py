@@ -8,7 +8,7 @@ import contextlib
 import gzip
 import io
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from sforge.commands.orchestrate import build_images
@@ -27,8 +27,8 @@ _MAX_REFERENCE = 1 << 34  # the packed working directory, read whole into memory
 # can (modes, numeric owners).
 _PACK = (
     'cd "$1" || exit 97; '
-    '{ if command -v bash >/dev/null 2>&1; then bash /solution/solve.sh; '
-    'else sh /solution/solve.sh; fi; }; st=$?; [ "$st" -eq 0 ] || exit "$st"; '
+    '{ if command -v bash >/dev/null 2>&1; then bash "$2"; '
+    'else sh "$2"; fi; }; st=$?; [ "$st" -eq 0 ] || exit "$st"; '
     "if tar --help 2>/dev/null | grep -q -- --xattrs-include; then "
     f"tar --create --numeric-owner --acls --xattrs --xattrs-include='*' -f {REFERENCE_TAR} .; "
     f"else tar -cf {REFERENCE_TAR} .; fi || exit 98"
@@ -39,24 +39,31 @@ def reference_path(bench_root: Path, task_id: str) -> Path:
     return bench_root / "submissions" / SOURCE / task_id / f"{SOURCE}.tar.gz"
 
 
-def _solution_tar(solution_dir: Path) -> bytes:
+def _solution_tar(task_dir: Path, script: str) -> bytes:
+    """The script's folder (the script alone when it sits in the task directory itself),
+    at the same path under / in the container."""
+    folder = PurePosixPath(script).parent
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(solution_dir), arcname="solution")
+        if str(folder) == ".":
+            tar.add(str(task_dir / script), arcname=script)
+        else:
+            tar.add(str(task_dir / folder), arcname=str(folder))
     return buf.getvalue()
 
 
 def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
-                   timeout: float | None = None) -> Path:
-    """Run solution/solve.sh of `task` (a loaded sforge Task) in a container of its work image
-    and store cwd as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
-    solution = task.dir / "solution"
-    if not (solution / "solve.sh").is_file():
-        raise SforgeError(f"{task.id}: no solution/solve.sh")
+                   timeout: float | None = None, script: str = "solution/solve.sh") -> Path:
+    """Run `script` (relative to the task directory; its folder is copied to the same path
+    under /) of `task` (a loaded sforge Task) in a container of its work image and store cwd
+    as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
+    if not (task.dir / script).is_file():
+        raise SforgeError(f"{task.id}: no {script}")
     cwd = task.environment.cwd
     limit = timeout or DEFAULT_TIMEOUT
     # the solution runs as the task's author wrote it: network, Docker's default capabilities
-    spec = ContainerSpec(image=work_tag, command=("/bin/sh", "-c", _PACK, "sforge", cwd),
+    spec = ContainerSpec(image=work_tag, command=("/bin/sh", "-c", _PACK, "sforge", cwd,
+                                                f"/{script}"),
                          cwd=cwd, env={}, labels={"sforge.import": task.id}, cpus=0, memory=0,
                          network="bridge", init=False, drop_caps=False,
                          no_new_privileges=False, keep_output=True)
@@ -66,7 +73,7 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
         raise InfrastructureError(f"{task.id}: cannot start its work image {work_tag}: "
                                   f"{exc}") from None
     try:
-        engine.put_archive(cid, "/", _solution_tar(solution))
+        engine.put_archive(cid, "/", _solution_tar(task.dir, script))
         engine.start(cid)
         code = engine.wait(cid, limit)
         if code is None:
