@@ -19,16 +19,15 @@ from sforge.benchmark.images import ImageRef
 from sforge.benchmark.model import Task
 from sforge.benchmark.submissions import store_archive
 from sforge.check.findings import Finding
-from sforge.check.image_files import exported
-from sforge.check.leaks import leak_findings
+from sforge.check.leaks import Keep, leak_findings
 from sforge.check.probes import (
     FAKE_SCORE,
+    Workspace,
     above_floor,
     at_least,
     full_marks,
     probes,
     rescaled,
-    workspace_archive,
 )
 from sforge.check.toml_positions import locate
 from sforge.commands.orchestrate import Execution, judge_repeatedly, make_images, sweep
@@ -69,10 +68,11 @@ def grade_bytes(pipe: Pipeline, task: Task, data: bytes) -> Graded:
                   result.reason or result.summary, sub.sha256, sub.path)
 
 
-def check_leaks(pipe: Pipeline, task: Task) -> list[Finding]:
-    """Check 1: nothing of judge/, solution/, a later .git or the canary in the work image."""
+def check_leaks(pipe: Pipeline, task: Task, keep: Keep | None = None) -> list[Finding]:
+    """Check 1: nothing of judge/, solution/, a later .git or the canary in the work image
+    (`keep`: sforge.check.leaks.leak_findings)."""
     return leak_findings(shared_engine(), task, pipe.refs[task.id]["work"].tag,
-                         pipe.bench.canary, pipe.bench.root / "benchmark.toml")
+                         pipe.bench.canary, pipe.bench.root / "benchmark.toml", keep)
 
 
 def check_noop(pipe: Pipeline, task: Task, noop: bytes,
@@ -167,9 +167,9 @@ def check_probes(pipe: Pipeline, task: Task, dirs: set[str],
 
 def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     """All four checks for one task whose images are built."""
-    found = check_leaks(pipe, task)
-    with exported(shared_engine(), pipe.refs[task.id]["work"].tag, task.id) as stream:
-        noop, dirs = workspace_archive(stream, task.environment.cwd)
+    workspace = Workspace(task.environment.cwd)
+    found = check_leaks(pipe, task, workspace.add)  # one export: leaks and the no-op
+    noop, dirs = workspace.archive(), workspace.dirs
     reference: Graded | None = None
     try:
         data = reference_archive(pipe, task)

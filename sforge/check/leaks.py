@@ -8,14 +8,16 @@ reference file, no `.git` in the workspace with commits beyond HEAD, no benchmar
 from __future__ import annotations
 
 import hashlib
+import io
 import posixpath
 import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO, Any
 
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
@@ -38,30 +40,39 @@ class Hidden:
     """What must not be in the work image: sha256 → the task file it is, and names."""
     by_hash: dict[str, Path] = field(default_factory=dict)
     sizes: set[int] = field(default_factory=set)
-    by_name: dict[str, Path] = field(default_factory=dict)
+    # file name → (its path under judge/ or solution/, the file): a workspace path that
+    # ends with that relative path is the hidden file by name (samples/x.csv is not data/x.csv)
+    by_name: dict[str, list[tuple[str, Path]]] = field(default_factory=dict)
 
-    def add(self, path: Path, by_name: bool = True) -> None:
+    def add(self, path: Path, rel: str | None = None) -> None:
         size = path.stat().st_size
         if size < MIN_BYTES:
             return
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         self.by_hash.setdefault(digest, path)
         self.sizes.add(size)
-        if by_name and path.name not in COMMON_NAMES:
-            self.by_name.setdefault(path.name, path)
+        if rel is not None and path.name not in COMMON_NAMES:
+            self.by_name.setdefault(path.name, []).append((rel, path))
+
+    def named(self, rel: str) -> Path | None:
+        """The hidden file whose relative path `rel` (a workspace path) ends with."""
+        for suffix, path in self.by_name.get(posixpath.basename(rel), []):
+            if rel == suffix or rel.endswith("/" + suffix):
+                return path
+        return None
 
 
 def hidden_files(task: Task) -> Hidden:
     """judge/ (by content and name), solution/ and the reference archive (by content)."""
     hidden = Hidden()
-    for folder, by_name in (("judge", True), ("solution", True)):
+    for folder in ("judge", "solution"):
         root = task.dir / folder
         if root.is_dir():
             for path in sorted(root.rglob("*")):
                 if path.is_file() and not path.is_symlink() and "__pycache__" not in path.parts:
-                    hidden.add(path, by_name)
+                    hidden.add(path, path.relative_to(root).as_posix())
     if task.reference and task.reference.archive:
-        hidden.add(task.dir / task.reference.archive, by_name=False)
+        hidden.add(task.dir / task.reference.archive)
     return hidden
 
 
@@ -88,32 +99,52 @@ def _scan(data, want_hash: bool, canary: bytes | None) -> tuple[str | None, bool
     return (h.hexdigest() if h else None), seen
 
 
-def leak_findings(engine: ContainerEngine, task: Task, work_tag: str,
-                  canary: str | None, canary_file: Path) -> list[Finding]:
-    """Every leak of `task`'s hidden files into its work image `work_tag`."""
+Keep = Callable[[tarfile.TarInfo, bytes | None], None]
+
+
+def leak_findings(engine: ContainerEngine, task: Task, work_tag: str, canary: str | None,
+                  canary_file: Path, keep: Keep | None = None) -> list[Finding]:
+    """Every leak of `task`'s hidden files into its work image `work_tag`; `keep` gets each
+    member under cwd with its bytes (one export serves the no-op submission too)."""
+    with exported(engine, work_tag, task.id) as stream:
+        return scan_image(stream, task, canary, canary_file, keep)
+
+
+def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
+               keep: Keep | None = None) -> list[Finding]:
+    """The leak findings of one exported image (an uncompressed tar stream)."""
     hidden = hidden_files(task)
     cwd = posixpath.normpath(task.environment.cwd)
     dockerfile = task.dir / "environment" / "Dockerfile"
     needle = canary.encode() if canary else None
     out: list[Finding] = []
-    git_members: list[tarfile.TarInfo] = []
-    with tempfile.TemporaryDirectory(prefix="sforge-git-") as tmp, \
-            exported(engine, work_tag, task.id) as stream:
+    has_git = False
+    with tempfile.TemporaryDirectory(prefix="sforge-git-") as tmp:
         git_root = Path(tmp)
         git_bytes = 0
         for m, path, tar in _members(stream):
             in_cwd = _under(path, cwd)
             rel = posixpath.relpath(path, cwd) if in_cwd else ""
+            body: bytes | None = None
+            if in_cwd and keep is not None:
+                fh = tar.extractfile(m) if m.isreg() else None
+                body = fh.read() if fh is not None else None
+                keep(m, body)
+
+            def content(m: tarfile.TarInfo = m, body: bytes | None = body,
+                        tar: tarfile.TarFile = tar) -> IO[bytes] | None:
+                return io.BytesIO(body) if body is not None else tar.extractfile(m)
+
             if in_cwd and _under(rel, ".git") and git_bytes <= GIT_CAP:
-                git_members.append(m)
+                has_git = True
                 if m.isreg():
                     git_bytes += m.size
                     dest = git_root / rel
                     dest.parent.mkdir(parents=True, exist_ok=True)
-                    src = tar.extractfile(m)
+                    src = content()
                     if src is not None:
-                        with dest.open("wb") as fh:
-                            shutil.copyfileobj(src, fh)
+                        with dest.open("wb") as fh_out:
+                            shutil.copyfileobj(src, fh_out)
                 elif m.isdir():
                     (git_root / rel).mkdir(parents=True, exist_ok=True)
                 continue
@@ -124,8 +155,8 @@ def leak_findings(engine: ContainerEngine, task: Task, work_tag: str,
                 out.append(Finding(dockerfile, None, "integrity-solution",
                                    f"the work image has {path} in the workspace: a solution "
                                    "or reference file; keep it out of the work image"))
-            if in_cwd and name in hidden.by_name:
-                src_path = hidden.by_name[name]
+            src_path = hidden.named(rel) if in_cwd else None
+            if src_path is not None:
                 out.append(Finding(src_path, None, "integrity-leak",
                                    f"a file of this name is in the work image at {path}: "
                                    "make sure it is not the hidden one, or rename it",
@@ -133,7 +164,7 @@ def leak_findings(engine: ContainerEngine, task: Task, work_tag: str,
             want = m.size in hidden.sizes
             if not want and needle is None:
                 continue
-            data = tar.extractfile(m)
+            data = content()
             if data is None:
                 continue
             digest, seen = _scan(data, want, needle)
@@ -148,7 +179,7 @@ def leak_findings(engine: ContainerEngine, task: Task, work_tag: str,
                                    f"the canary string is in {task.id}'s work image at "
                                    f"{path}: a hidden file leaked into it (see "
                                    f"{dockerfile})"))
-        if git_members:
+        if has_git:
             out += git_findings(git_root / ".git", task, cwd)
     return out
 

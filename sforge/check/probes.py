@@ -4,12 +4,14 @@ one eval key each, cached like any eval); and what their verdicts may be."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import io
 import posixpath
 import tarfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sforge.benchmark.dockerfile import simple_commands, strip_prefix, tokenize_shell
 from sforge.benchmark.model import Task
@@ -59,28 +61,43 @@ def _link(name: str, target: str) -> tuple[tarfile.TarInfo, None]:
     return info, None
 
 
-def workspace_archive(stream, cwd: str) -> tuple[bytes, set[str]]:
-    """The no-op submission: cwd of the exported image as a .tar.gz (names relative to
-    cwd); and the directories in it."""
-    prefix = posixpath.normpath(cwd).strip("/") + "/"
-    members: list[tuple[tarfile.TarInfo, bytes | None]] = []
-    dirs: set[str] = set()
+class Workspace:
+    """The no-op submission in the making: the members under cwd of an exported image,
+    renamed relative to cwd (hard links outside cwd left out), and its directories."""
+
+    def __init__(self, cwd: str):
+        self.prefix = posixpath.normpath(cwd).strip("/") + "/"
+        self.members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+        self.dirs: set[str] = set()
+
+    def add(self, member: tarfile.TarInfo, data: bytes | None) -> None:
+        name = posixpath.normpath(member.name).lstrip("./")
+        if not name.startswith(self.prefix):
+            return
+        m = copy.copy(member)
+        m.name = name[len(self.prefix):]
+        if m.islnk():
+            target = posixpath.normpath(m.linkname).lstrip("./")
+            if not target.startswith(self.prefix):
+                return
+            m.linkname = target[len(self.prefix):]
+        if m.isdir():
+            self.dirs.add(m.name)
+        self.members.append((m, data if m.isreg() else None))
+
+    def archive(self) -> bytes:
+        return packed(self.members)
+
+
+def workspace_archive(stream: Any, cwd: str) -> tuple[bytes, set[str]]:
+    """The no-op submission: cwd of an exported image (a tar stream) as a .tar.gz; and the
+    directories in it."""
+    ws = Workspace(cwd)
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for m in tar:
-            name = posixpath.normpath(m.name).lstrip("./")
-            if not name.startswith(prefix):
-                continue
-            m.name = name[len(prefix):]
-            if m.islnk():  # a hard link inside cwd stays one; outside, it is left out
-                target = posixpath.normpath(m.linkname).lstrip("./")
-                if not target.startswith(prefix):
-                    continue
-                m.linkname = target[len(prefix):]
-            if m.isdir():
-                dirs.add(m.name)
             fh = tar.extractfile(m) if m.isreg() else None
-            members.append((m, fh.read() if fh is not None else None))
-    return packed(members), dirs
+            ws.add(m, fh.read() if fh is not None else None)
+    return ws.archive(), ws.dirs
 
 
 def targets(task: Task, dirs: set[str]) -> list[str]:

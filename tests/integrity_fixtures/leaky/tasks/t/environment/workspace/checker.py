@@ -1,0 +1,2 @@
+# A sample checker, not the judge one.
+print("checks nothing")

@@ -1,0 +1,2 @@
+def check(answer):
+    return answer == "42"
