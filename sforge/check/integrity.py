@@ -18,6 +18,7 @@ from pathlib import Path
 from sforge.benchmark.images import ImageRef
 from sforge.benchmark.model import Task
 from sforge.benchmark.submissions import store_archive
+from sforge.build.solution import make_reference
 from sforge.check.findings import Finding
 from sforge.check.leaks import Keep, leak_findings
 from sforge.check.probes import (
@@ -106,8 +107,6 @@ def reference_archive(pipe: Pipeline, task: Task) -> bytes | None:
     if ref.archive:
         return (task.dir / ref.archive).read_bytes()
     assert ref.script is not None
-    from sforge.importers.reference import make_reference
-
     work = pipe.refs[task.id]["work"]
     folder = task.dir / Path(ref.script).parent
     digest = hashlib.sha256(work.tag.encode())
