@@ -34,7 +34,7 @@ from sforge.check.toml_positions import locate
 from sforge.commands.orchestrate import Execution, judge_repeatedly, make_images, sweep
 from sforge.containers.docker import engine as shared_engine
 from sforge.core.clock import now_iso
-from sforge.core.errors import SforgeError
+from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.contract import archive_limits
 from sforge.grading.results import EvalResult
 from sforge.plan.pipeline import Pipeline
@@ -109,8 +109,9 @@ def reference_archive(pipe: Pipeline, task: Task) -> bytes | None:
     assert ref.script is not None
     work = pipe.refs[task.id]["work"]
     folder = task.dir / Path(ref.script).parent
+    files = [task.dir / ref.script] if folder == task.dir else folder.rglob("*")
     digest = hashlib.sha256(work.tag.encode())
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in files if p.is_file()):
         digest.update(str(path.relative_to(task.dir)).encode() + b"\0" + path.read_bytes())
     out = pipe.layout.root / "check" / "reference" / task.id / f"{digest.hexdigest()[:16]}.tar.gz"
     if not out.is_file():
@@ -179,6 +180,9 @@ def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     if data is not None:
         reference, more = check_reference(pipe, task, data, repeat)
         found += more
+    elif repeat >= 2 and task.reference is None:
+        found.append(Finding(task.toml_path, None, "nondeterministic-grader",
+                             "no [reference] to repeat", "warning"))
     found += check_noop(pipe, task, noop, reference)
     found += check_probes(pipe, task, dirs, reference)
     return found
@@ -208,6 +212,11 @@ def after_build(pipe: Pipeline, made: Iterable[ImageRef]) -> list[Finding]:
     found: list[Finding] = []
     for ref in made:
         task = pipe.bench.tasks.get(ref.name) if ref.kind == "work" else None
-        if task is not None and pipe.sentinel(ref).exists():
+        if task is None or not pipe.sentinel(ref).exists():
+            continue
+        try:
             found += [replace(f, severity="warning") for f in check_leaks(pipe, task)]
+        except InfrastructureError as exc:  # a warning pass never fails the build
+            found.append(Finding(task.toml_path, None, "integrity-leak",
+                                 f"work image not read for leaks: {exc}", "warning"))
     return found
