@@ -20,7 +20,7 @@ from conftest import Sforge, copy_bench, remove_images
 
 from sforge.benchmark.loader import load_benchmark
 from sforge.benchmark.model import SubmissionRules
-from sforge.check.leaks import git_findings
+from sforge.check.leaks import git_findings, scan_image
 from sforge.check.probes import probes, workspace_archive
 from sforge.grading.archive import ArchiveError, ArchiveLimits, filter_submission
 
@@ -102,6 +102,8 @@ def test_build_warns_about_leaks_without_failing(fixture_bench):
 
 def test_repeat_flags_a_reference_judged_differently_each_time(fixture_bench):
     sf = fixture_bench("clean")
+    steady = sf.run("check", "--integrity", "--repeat", "2")
+    assert steady.returncode == 0 and _rules(steady.stdout) == [], steady.stdout + steady.stderr
     run_sh = sf.bench / "tasks" / "t" / "judge" / "run.sh"
     run_sh.write_text("#!/bin/sh\nmkdir -p /opt/sforge\n"
                       "n=$(od -An -N2 -tu2 /dev/urandom | tr -dc 0-9)\n"
@@ -201,3 +203,29 @@ def test_the_canary_is_read_and_checked(tmp_path):
     (root / "benchmark.toml").write_text('name = "x"\ncanary = "short"\n')
     with pytest.raises(Exception, match="canary"):
         load_benchmark(root)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_git_in_the_exported_workspace_is_copied_out_and_read(tmp_path):
+    """The scan of an exported image (here a tar made on the host) takes the workspace's
+    .git out to read it, and hands every workspace member to `keep` (the no-op)."""
+    task = load_benchmark(FIXTURES / "clean").tasks["t"]
+    repo = tmp_path / "ws"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("start of the work\n")
+    _git(repo, "add", "a.txt")
+    _git(repo, "commit", "-qm", "start")
+    _git(repo, "tag", "later")
+    (repo / "a.txt").write_text("the solution, committed\n")
+    _git(repo, "commit", "-qam", "solution")
+    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.add(repo, arcname="home/workspace/t")
+    kept: list[str] = []
+    raw.seek(0)
+    found = scan_image(raw, task, None, tmp_path / "benchmark.toml",
+                       lambda m, data: kept.append(m.name))
+    assert [f.rule for f in found] == ["integrity-git"], found
+    assert "home/workspace/t/a.txt" in kept and "home/workspace/t/.git/HEAD" in kept
