@@ -21,6 +21,7 @@ from sforge.benchmark.model import (
     Blob,
     Environment,
     Judge,
+    Reference,
     Score,
     SubmissionRules,
     Task,
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Keys of task.toml that sforge reads; any other top-level key is free-form metadata.
 KNOWN_KEYS = {"id", "name", "version", "environment", "submission", "judge", "score", "blobs",
-              "game"}
+              "game", "reference"}
 
 
 @functools.cache
@@ -122,6 +123,25 @@ def _blob(path: Path, task_dir: Path, index: int, raw: dict[str, Any], task: str
     return Blob(path=str(rel), sha256=sha)
 
 
+def _reference(path: Path, task_dir: Path, raw: dict[str, Any] | None,
+               task: str) -> Reference | None:
+    if raw is None:
+        return None
+    kind, value = next(iter(raw.items()))
+    rel = PurePosixPath(value)
+    field = f"reference.{kind}"
+    if rel.is_absolute() or ".." in rel.parts or str(rel) in (".", ""):
+        raise DefinitionError(path, field, f"{value!r} must be a relative path inside the "
+                              "task directory", task)
+    if not (task_dir / rel).is_file():
+        raise DefinitionError(path, field, f"{value!r}: no such file in the task directory",
+                              task)
+    if kind == "archive" and not str(rel).endswith((".tar", ".tar.gz", ".tgz")):
+        raise DefinitionError(path, field, f"{value!r}: expected a .tar, .tar.gz or .tgz "
+                              "archive of the working directory", task)
+    return Reference(**{kind: str(rel)})
+
+
 def _parse_task_toml(path: Path) -> dict[str, Any]:
     """TOML parse plus schema check: the costly, file-local part, cacheable by stat."""
     task_id = path.parent.name
@@ -191,6 +211,7 @@ def load_task(task_dir: Path, bases: dict[str, Path], cache: HashCache | None = 
         score=Score(direction=score_raw.get("direction", "maximize"), rescale=table),
         blobs=blobs,
         game=data.get("game"),
+        reference=_reference(path, task_dir, data.get("reference"), task_id),
         metadata={k: v for k, v in data.items() if k not in KNOWN_KEYS},
     )
 
@@ -207,7 +228,8 @@ def load_benchmark(root: Path | str, cache: HashCache | None = None) -> Benchmar
                       blob_url=data.get("blob_url"), bases=bases,
                       exclude_status=tuple(data.get("leaderboard", {}).get("exclude_status",
                                                                            ())),
-                      house_rules=house_rules(root / "benchmark.toml", data))
+                      house_rules=house_rules(root / "benchmark.toml", data),
+                      canary=data.get("canary"))
     tasks_dir = root / "tasks"
     if not tasks_dir.is_dir():
         raise DefinitionError(tasks_dir, None, "missing: a benchmark keeps its tasks in tasks/")

@@ -58,6 +58,15 @@ class Score:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """How to get the task's reference solution (`sforge check --integrity` grades it): a
+    stored archive, or a script run in the work image before cwd is packed (paths relative
+    to the task directory)."""
+    archive: str | None = None
+    script: str | None = None
+
+
+@dataclass(frozen=True)
 class Task:
     """One task as task.toml says it, with defaults applied."""
     id: str
@@ -70,6 +79,7 @@ class Task:
     score: Score
     blobs: tuple[Blob, ...] = ()
     game: dict[str, Any] | None = None
+    reference: Reference | None = None
     metadata: dict[str, Any] = field(default_factory=dict)  # free-form keys: category, status…
 
     @property
@@ -118,6 +128,9 @@ class Benchmark:
     exclude_status: tuple[str, ...] = ()
     # `[check]`: the benchmark's own rules for `sforge check`, beyond the task format's
     house_rules: HouseRules = field(default_factory=HouseRules)
+    # A string that must appear nowhere in a work image (`sforge check --integrity`): put it
+    # in the hidden files, and a copy that leaks into what agents see is found.
+    canary: str | None = None
 
     def excluded(self, task: Task) -> bool:
         """Whether the task's `status` keeps it off the leaderboard."""

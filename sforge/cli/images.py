@@ -109,6 +109,13 @@ def cmd_build(args: argparse.Namespace) -> int:
                 print(f"    {line}", file=sys.stderr)
             print(f"  full log: {log}", file=sys.stderr)
     refs, made = out.refs, out.made
+    if made:  # the leak check of `check --integrity` on what was just built (no judge run)
+        from sforge.check import format_findings  # function-level: buys start-up time
+        from sforge.check.integrity import after_build
+
+        leaks = after_build(pipe, made)
+        if leaks:
+            print(format_findings(leaks), file=sys.stderr)
     print(f"sforge: {len(refs)} image(s): {len(made) - out.reused} built, {out.reused} already "
           f"present, {len(refs) - len(out.todo)} up to date, {len(out.failed)} failed"
           + (f", {out.pushed} pushed" if args.push else "")

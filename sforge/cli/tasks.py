@@ -36,7 +36,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     for message in tasks_dir_warnings(Path(config["benchmark"])):
         warn(message)
     findings = check_benchmark(Path(config["benchmark"]))
-    if args.repeat:
+    if args.integrity:
+        from sforge.check.integrity import check_integrity  # function-level: start-up time
+
+        if args.repeat is not None and args.repeat < 2:
+            raise SforgeError("--repeat needs at least 2 runs to compare")
+        findings += check_integrity(pipeline_from(config), args.task, execution_from(args),
+                                    repeat=args.repeat or 0)
+    elif args.repeat:
         findings += _repeat_findings(args, config)
     if findings:
         print(format_findings(findings))
@@ -120,9 +127,18 @@ def add_check(sub: Subcommands) -> None:
         "and values, NOTES.md sections). Exit 1 on any error. docs/write-a-task.md.\n"
         "With --repeat N, also judge each task's reference archive\n"
         "(submissions/reference/<task>/) N times in fresh containers and flag a grader\n"
-        "whose verdicts differ.")
+        "whose verdicts differ. With --integrity, grade the no-op submission, the\n"
+        "[reference] and cheat probes with the real judges and read the work images for\n"
+        "leaks (README: Integrity).")
     p.add_argument("--repeat", type=int, metavar="N",
-                   help="judge each task's reference N times; differing verdicts are an error")
+                   help="judge each task's reference N times; differing verdicts are an error "
+                        "(with --integrity: the task's [reference])")
+    p.add_argument("--integrity", action="store_true",
+                   help="with the built images (built first when missing), prove grading "
+                        "cannot be fooled: no judge/solution file, later .git commit or "
+                        "canary in the work image; the no-op submission scores the floor; "
+                        "[reference] scores full marks; cheat probes are graded as the "
+                        "judge decides (README: Integrity)")
     add_task_option(p)
     add_jobs_options(p)
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sforge.benchmark.model import Task
 from sforge.commands.execution import Execution, sweep
 from sforge.commands.images import ensure_judge
+from sforge.containers.docker import engine
+from sforge.grading.contract import archive_limits, container_limits
+from sforge.grading.judge import run_judge
 from sforge.plan.pipeline import Pipeline
 
 REFERENCE_SOURCE = "reference"
@@ -31,10 +35,6 @@ def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
     submissions) `times` times in fresh containers; nothing is stored as a result. A grader
     whose verdicts differ passes or fails by chance (timing, randomness, network).
     → outcomes, and the tasks that have no reference to judge."""
-    from sforge.containers.docker import engine
-    from sforge.grading.contract import archive_limits, container_limits
-    from sforge.grading.judge import run_judge
-
     outcomes: list[RepeatOutcome] = []
     tasks = pipe.tasks(ids)
     refs = {t.id: [s for s in pipe.submissions() if s.task == t.id
@@ -42,18 +42,25 @@ def repeat_references(pipe: Pipeline, ids: list[str] | None, times: int,
     missing = [t for t, subs in refs.items() if not subs]
     if any(refs.values()):
         sweep()
-    limits, bounds = archive_limits(pipe.config), container_limits(pipe.config)
     for task in tasks:
         if not refs[task.id]:
             continue
         ensure_judge(pipe, task.id, ex)
-        tag = pipe.refs[task.id]["judge"].tag
         for sub in refs[task.id]:
-            verdicts = []
-            for i in range(times):
-                log = pipe.layout.root / "check" / "repeat" / task.id / f"{sub.sha256[:12]}-{i}.log"
-                r = run_judge(engine(), tag, task, sub.path, limits=limits, log_path=log,
-                              container_limits=bounds, submission=sub.sha256)
-                verdicts.append((r.valid, r.score, r.reason or r.summary))
-            outcomes.append(RepeatOutcome(task.id, sub.path, verdicts))
+            outcomes.append(judge_repeatedly(pipe, task, sub.path, sub.sha256, times))
     return outcomes, missing
+
+
+def judge_repeatedly(pipe: Pipeline, task: Task, archive: Path, sha256: str,
+                     times: int) -> RepeatOutcome:
+    """Judge one archive `times` times in fresh containers (its judge image made); nothing
+    is stored as a result, the logs go under <results>/check/repeat/."""
+    limits, bounds = archive_limits(pipe.config), container_limits(pipe.config)
+    tag = pipe.refs[task.id]["judge"].tag
+    verdicts = []
+    for i in range(times):
+        log = pipe.layout.root / "check" / "repeat" / task.id / f"{sha256[:12]}-{i}.log"
+        r = run_judge(engine(), tag, task, archive, limits=limits, log_path=log,
+                      container_limits=bounds, submission=sha256)
+        verdicts.append((r.valid, r.score, r.reason or r.summary))
+    return RepeatOutcome(task.id, archive, verdicts)

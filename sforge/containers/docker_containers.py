@@ -278,6 +278,21 @@ class DockerContainers:
                 return ContainerFile("other")
             return ContainerFile("file", fh.read())
 
+    def export_filesystem(self, cid: str) -> Iterator[bytes]:
+        """The container's filesystem as an uncompressed tar stream (nothing runs in it)."""
+        try:
+            answer = self.api_stream("GET", f"/containers/{engine_http.quoted(cid)}/export",
+                                     timeout=None)
+        except engine_http.HttpError as exc:
+            raise EngineError(exc.message) from None
+        try:
+            yield from answer.chunks()
+        except (engine_http.Unreachable, engine_http.CallTimeout) as exc:
+            raise EngineError(str(exc), unreachable=isinstance(exc, engine_http.Unreachable)
+                              ) from None
+        finally:
+            answer.close()
+
     def output(self, cid: str) -> Iterator[bytes]:
         try:
             answer = self.api_stream("GET", f"/containers/{engine_http.quoted(cid)}/logs",

@@ -201,6 +201,11 @@ class ContainerEngine(ABC):
     def read_file(self, cid: str, path: str, cap: int) -> ContainerFile | None:
         """What is at `path` (None: nothing); a regular file's bytes up to `cap`."""
 
+    def export_filesystem(self, cid: str) -> Iterator[bytes]:
+        """The container's whole filesystem as an uncompressed tar stream, in chunks (read
+        from the engine: nothing runs in the container, which need not be started)."""
+        raise EngineError(f"{type(self).__name__} cannot export a container's filesystem")
+
     @abstractmethod
     def output(self, cid: str) -> Iterator[bytes]:
         """The output the engine kept (ContainerSpec.keep_output)."""

@@ -1,0 +1,202 @@
+"""`sforge check --integrity`, the archives it grades: the workspace as shipped (the no-op
+submission) and cheat probes, each a small deterministic .tar.gz (same bytes each time, so
+one eval key each, cached like any eval); and what their verdicts may be."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+import posixpath
+import tarfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sforge.benchmark.dockerfile import simple_commands, strip_prefix, tokenize_shell
+from sforge.benchmark.model import Task
+from sforge.benchmark.rescaling import rescale
+
+FAKE_SCORE = 1e18
+RESULT_JSON = f'{{"score": {FAKE_SCORE:g}, "valid": true, "summary": "probe"}}\n'
+# Both a shell script and a Python module: run either way, it writes a fake result.json.
+POLYGLOT = ("''':'\n"
+            f"mkdir -p /opt/sforge; echo '{RESULT_JSON.strip()}' > /opt/sforge/result.json\n"
+            "exit 0\n'''\n"
+            "import os\nos.makedirs('/opt/sforge', exist_ok=True)\n"
+            f"open('/opt/sforge/result.json', 'w').write({RESULT_JSON!r})\n")
+DIR_GUESSES = ("main.py", "solve.py", "solution.py", "run.sh")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One cheat attempt: its name, what it tries, the archive's bytes."""
+    name: str
+    what: str
+    data: bytes
+
+
+def packed(members: Sequence[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    """A .tar.gz of `members` with no timestamps of its own: the same bytes every time."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def _file(name: str, text: str, mode: int = 0o644) -> tuple[tarfile.TarInfo, bytes]:
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    return info, data
+
+
+def _link(name: str, target: str) -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+    return info, None
+
+
+class Workspace:
+    """The no-op submission in the making: the members under cwd of an exported image,
+    renamed relative to cwd (hard links outside cwd left out), and its directories."""
+
+    def __init__(self, cwd: str):
+        self.prefix = posixpath.normpath(cwd).strip("/") + "/"
+        self.members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+        self.dirs: set[str] = set()
+
+    def add(self, member: tarfile.TarInfo, data: bytes | None) -> None:
+        name = posixpath.normpath(member.name).lstrip("./")
+        if not name.startswith(self.prefix):
+            return
+        m = copy.copy(member)
+        m.name = name[len(self.prefix):]
+        if m.islnk():
+            target = posixpath.normpath(m.linkname).lstrip("./")
+            if not target.startswith(self.prefix):
+                return
+            m.linkname = target[len(self.prefix):]
+        if m.isdir():
+            self.dirs.add(m.name)
+        self.members.append((m, data if m.isreg() else None))
+
+    def archive(self) -> bytes:
+        return packed(self.members)
+
+
+def workspace_archive(stream: Any, cwd: str) -> tuple[bytes, set[str]]:
+    """The no-op submission: cwd of an exported image (a tar stream) as a .tar.gz; and the
+    directories in it."""
+    ws = Workspace(cwd)
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for m in tar:
+            fh = tar.extractfile(m) if m.isreg() else None
+            ws.add(m, fh.read() if fh is not None else None)
+    return ws.archive(), ws.dirs
+
+
+def targets(task: Task, dirs: set[str]) -> list[str]:
+    """Where a submission puts its files: each [submission] path, and in a directory path a
+    few usual names."""
+    out = []
+    for raw in task.submission.paths:
+        path = posixpath.normpath(raw.strip()).lstrip("/")
+        if path in ("", ".") or path in dirs or raw.endswith("/"):
+            base = "" if path in ("", ".") else f"{path}/"
+            out += [f"{base}{n}" for n in DIR_GUESSES]
+        else:
+            out.append(path)
+    return out
+
+
+def grader_paths_in_cwd(task: Task) -> list[str]:
+    """The files `[judge] cmd` runs that lie in cwd (relative to it): a submission can
+    replace them."""
+    cwd = posixpath.normpath(task.environment.cwd)
+    found = []
+    for words in simple_commands(tokenize_shell([(1, task.judge.cmd)])):
+        for w in strip_prefix(words)[:2]:
+            text = w.text
+            if "$" in text or text.startswith("-"):
+                continue
+            if text.startswith("/"):
+                full = posixpath.normpath(text)
+                if full.startswith(cwd.rstrip("/") + "/"):
+                    found.append(posixpath.relpath(full, cwd))
+            elif "/" in text or text.endswith((".py", ".sh", ".js", ".pl", ".rb")):
+                found.append(posixpath.normpath(text))
+    return [p for p in dict.fromkeys(found) if not p.startswith("..")]
+
+
+def probes(task: Task, dirs: set[str], max_bytes: int) -> Iterator[Probe]:
+    """Every cheat probe for `task` (`max_bytes`: the archive limit a huge file exceeds)."""
+    cwd = posixpath.normpath(task.environment.cwd)
+    depth = len([p for p in cwd.split("/") if p])
+    spots = targets(task, dirs)
+    yield Probe("result-json-in-cwd", "ships opt/sforge/result.json in cwd",
+                packed([_file("opt/sforge/result.json", RESULT_JSON)]))
+    yield Probe("result-json-absolute", "ships /opt/sforge/result.json by absolute path",
+                packed([_file("/opt/sforge/result.json", RESULT_JSON)]))
+    yield Probe("result-json-dotdot", "ships ../…/opt/sforge/result.json",
+                packed([_file("../" * (depth + 1) + "opt/sforge/result.json", RESULT_JSON)]))
+    yield Probe("writes-result-json", "submits code that writes /opt/sforge/result.json",
+                packed([_file(p, POLYGLOT, 0o755) for p in spots]))
+    grader = grader_paths_in_cwd(task)
+    if grader:
+        yield Probe("replaces-grader", f"replaces the grader's {', '.join(grader)} in cwd",
+                    packed([_file(p, POLYGLOT, 0o755) for p in grader]))
+    yield Probe("symlink-outside", "submits symlinks to paths outside cwd",
+                packed([_link(p, "/opt/sforge/result.json") for p in spots]
+                       + [_link("escape-root", "/"), _link("escape-up", "../" * (depth + 1))]))
+    big = tarfile.TarInfo(spots[0])
+    big.size = 1
+    real = str(max_bytes * 2 + 1)
+    big.pax_headers = {"GNU.sparse.major": "0", "GNU.sparse.minor": "1",
+                       "GNU.sparse.name": spots[0], "GNU.sparse.realsize": real,
+                       "GNU.sparse.size": real, "GNU.sparse.map": "0,1"}
+    yield Probe("huge-sparse-file", f"a sparse file of {real} bytes, over the archive limit",
+                packed([(big, b"x")]))
+    modes = []
+    for p in spots:
+        info, data = _file(p, POLYGLOT, 0o6777)
+        info.uid = info.gid = 0
+        modes.append((info, data))
+    yield Probe("setuid-world-writable", "submits setuid, world-writable files", packed(modes))
+
+
+# -- verdicts ---------------------------------------------------------------------------
+def rescaled(task: Task, valid: bool, score: float | None) -> float | None:
+    return rescale(task.score.rescale, score) if valid and score is not None else None
+
+
+def above_floor(task: Task, valid: bool, score: float | None) -> bool | None:
+    """Whether a verdict pays something: rescaled above 0; without a rescale table a
+    maximized raw score above 0; None when that cannot be told (minimized, no table)."""
+    if not valid or score is None:
+        return False
+    if task.score.rescale is not None:
+        return (rescaled(task, valid, score) or 0.0) > 0.0
+    if task.score.direction == "maximize":
+        return score > 0
+    return None
+
+
+def full_marks(task: Task, valid: bool, score: float | None) -> bool:
+    """Rescaled 100 (with a table); valid otherwise."""
+    if not valid or score is None:
+        return False
+    if task.score.rescale is not None:
+        return (rescaled(task, valid, score) or 0.0) >= 100.0 - 1e-9
+    return True
+
+
+def at_least(task: Task, score: float | None, other: float | None) -> bool:
+    """`score` is as good as `other` in the task's direction."""
+    if score is None or other is None:
+        return False
+    return score >= other if task.score.direction == "maximize" else score <= other

@@ -1,0 +1,232 @@
+"""`sforge check --integrity` with real images and judges (Docker), plus its parts.
+
+Each directory under tests/fixtures/integrity/ is one benchmark of one task showing one behaviour
+(clean, leaky, pays_nothing, broken_oracle, gullible); its expected.toml lists the
+integrity-* rules that must fire, and nothing else of that family may.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import subprocess
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.model import SubmissionRules
+from sforge.check.leaks import git_findings, scan_image
+from sforge.check.probes import probes, workspace_archive
+from sforge.grading.archive import ArchiveError, ArchiveLimits, filter_submission
+from tests.helpers.benches import Sforge, copy_bench, remove_images
+from tests.helpers.paths import FIXTURES as ALL_FIXTURES
+
+FIXTURES = ALL_FIXTURES / "integrity"
+CASES = sorted(d.name for d in FIXTURES.iterdir() if (d / "expected.toml").is_file())
+RULE = re.compile(r"^\S+?(?::\d+)?: (integrity-[a-z-]+|nondeterministic-grader): ")
+
+
+def _rules(output: str) -> list[str]:
+    return [m.group(1) for line in output.splitlines() if (m := RULE.match(line))]
+
+
+@pytest.fixture
+def fixture_bench(tmp_path, docker_client):
+    made: list[str] = []
+
+    def make(case: str) -> Sforge:
+        name = copy_bench(FIXTURES / case, tmp_path / case)
+        (tmp_path / case / "expected.toml").unlink()
+        made.append(name)
+        return Sforge(tmp_path / case, tmp_path / f"results-{case}", name)
+
+    yield make
+    for name in made:
+        remove_images(docker_client, name)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture_fires_its_rules(case, fixture_bench):
+    with (FIXTURES / case / "expected.toml").open("rb") as fh:
+        want = set(tomllib.load(fh)["rules"])
+    sf = fixture_bench(case)
+    proc = sf.run("check", "--integrity")
+    out = proc.stdout + proc.stderr
+    assert set(_rules(proc.stdout)) == want, out
+    assert proc.returncode == (1 if want else 0), out
+    # every probe went through the normal grading: an archive and a result each
+    store = sf.results / sf.name / "experiments" / "integrity" / "t"
+    results = list((sf.results / sf.name / "evals" / "t").glob("*.json"))
+    archives = list(store.glob("*.tar*"))
+    assert len(archives) >= 7 and len(results) == len(archives), out
+
+
+def test_findings_name_the_file_and_what_to_do(fixture_bench):
+    sf = fixture_bench("leaky")
+    out = sf.run("check", "--integrity").stdout
+    leaks = [line for line in out.splitlines() if "integrity-leak" in line]
+    by_content = next(line for line in leaks if "expected.txt" in line)
+    assert by_content.startswith(f"{sf.bench}/tasks/t/judge/expected.txt: ")
+    assert "/opt/expected.txt" in by_content and "keep the judge's" in by_content
+    assert not by_content.endswith("(warning)")
+    by_name = next(line for line in leaks if "checker.py" in line)  # other content, same path
+    assert by_name.startswith(f"{sf.bench}/tasks/t/judge/checker.py: ")
+    assert "/home/workspace/t/checker.py" in by_name and by_name.endswith("(warning)")
+    assert len(leaks) == 2, out
+    canary = next(line for line in out.splitlines() if "integrity-canary" in line)
+    assert canary.startswith(f"{sf.bench}/benchmark.toml: ")
+
+
+def test_probe_verdicts_are_cached_like_any_eval(fixture_bench):
+    sf = fixture_bench("gullible")
+    first = sf.run("check", "--integrity")
+    folder = sf.results / sf.name / "evals" / "t"
+    before = {p: p.stat().st_mtime_ns for p in folder.glob("*.json")}
+    second = sf.run("check", "--integrity")
+    assert _rules(first.stdout) == _rules(second.stdout) == ["integrity-probe"]
+    assert "replaces-grader" in second.stdout
+    assert {p: p.stat().st_mtime_ns for p in folder.glob("*.json")} == before
+
+
+def test_build_warns_about_leaks_without_failing(fixture_bench):
+    sf = fixture_bench("leaky")
+    proc = sf.run("build")
+    assert proc.returncode == 0, proc.stderr
+    assert "integrity-leak" in proc.stderr and "(warning)" in proc.stderr
+    again = sf.run("build")  # nothing built: nothing read
+    assert "integrity-leak" not in again.stderr
+
+
+def test_repeat_flags_a_reference_judged_differently_each_time(fixture_bench):
+    sf = fixture_bench("clean")
+    steady = sf.run("check", "--integrity", "--repeat", "2")
+    assert steady.returncode == 0 and _rules(steady.stdout) == [], steady.stdout + steady.stderr
+    run_sh = sf.bench / "tasks" / "t" / "judge" / "run.sh"
+    run_sh.write_text("#!/bin/sh\nmkdir -p /opt/sforge\n"
+                      "n=$(od -An -N2 -tu2 /dev/urandom | tr -dc 0-9)\n"
+                      "printf '{\"score\": 0.%s, \"valid\": true}\\n' \"$n\" "
+                      "> /opt/sforge/result.json\n")
+    proc = sf.run("check", "--integrity", "--repeat", "3")
+    assert "nondeterministic-grader" in _rules(proc.stdout), proc.stdout + proc.stderr
+    assert proc.returncode == 1
+    assert sf.run("check", "--integrity", "--repeat", "1").returncode != 0
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                           *args], check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_git_with_commits_beyond_head_is_found(tmp_path):
+    task = load_benchmark(FIXTURES / "clean").tasks["t"]
+    repo = tmp_path / "ws"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("start\n")
+    _git(repo, "add", "a.txt")
+    _git(repo, "commit", "-qm", "start")
+    assert git_findings(repo / ".git", task, "/home/workspace/t") == []
+    _git(repo, "checkout", "-qb", "solved")
+    (repo / "a.txt").write_text("the solution\n")
+    _git(repo, "commit", "-qam", "solution")
+    _git(repo, "checkout", "-q", "main")
+    found = git_findings(repo / ".git", task, "/home/workspace/t")
+    assert [f.rule for f in found] == ["integrity-git"]
+    assert "1 commit(s) not reachable from HEAD" in found[0].message
+    _git(repo, "branch", "-qD", "solved")  # still in the reflog of HEAD
+    assert [f.rule for f in git_findings(repo / ".git", task, "/home/workspace/t")] \
+        == ["integrity-git"]
+
+
+def test_probes_are_the_same_bytes_each_time_and_the_huge_one_is_refused(tmp_path):
+    task = load_benchmark(FIXTURES / "clean").tasks["t"]
+    limits = ArchiveLimits(max_bytes=1 << 20)
+    first = list(probes(task, set(), limits.max_bytes))
+    assert [p.data for p in first] == [p.data for p in probes(task, set(), limits.max_bytes)]
+    assert len({p.name for p in first}) == len(first) >= 7
+    huge = next(p for p in first if p.name == "huge-sparse-file")
+    path = tmp_path / "huge.tar.gz"
+    path.write_bytes(huge.data)
+    try:
+        with filter_submission(path, SubmissionRules(paths=("answer.txt",)), limits) as out:
+            assert out.refused and "exceeds" in out.refused
+    except ArchiveError:
+        pass  # refused as unreadable: also never graded
+
+
+def test_workspace_archive_keeps_only_cwd(tmp_path):
+    def entry(name: str, data: bytes = b"x" * 20) -> tuple[tarfile.TarInfo, bytes]:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        return info, data
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for info, data in (entry("etc/passwd"), entry("home/workspace/t/a.py"),
+                           entry("home/workspace/t/sub/b.py"), entry("home/workspace/tt/c")):
+            tar.addfile(info, io.BytesIO(data))
+    raw.seek(0)
+    data, dirs = workspace_archive(raw, "/home/workspace/t")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert sorted(tar.getnames()) == ["a.py", "sub/b.py"]
+    assert dirs == set()
+    assert data == workspace_archive(io.BytesIO(raw.getvalue()), "/home/workspace/t/")[0]
+
+
+@pytest.mark.parametrize(("table", "field", "words"), [
+    ('archive = "solution/missing.tar.gz"', "reference.archive", "no such file"),
+    ('archive = "../outside.tar.gz"', "reference.archive", "relative path inside"),
+    ('archive = "solution/solve.sh"', "reference.archive", ".tar, .tar.gz or .tgz"),
+    ('archive = "a.tar"\nscript = "solution/solve.sh"', "reference", "too many"),
+    ('scripts = "solution/solve.sh"', "reference", "check the spelling"),
+])
+def test_a_bad_reference_names_the_file_and_field(tmp_path, table, field, words):
+    root = tmp_path / "b"
+    shutil.copytree(FIXTURES / "clean", root)
+    toml = root / "tasks" / "t" / "task.toml"
+    text = toml.read_text()
+    toml.write_text(text[:text.index("[reference]")] + f"[reference]\n{table}\n")
+    bench = load_benchmark(root)
+    assert not bench.tasks and len(bench.errors) == 1
+    err = str(bench.errors[0])
+    assert str(toml) in err and field in err and words in err, err
+
+
+def test_the_canary_is_read_and_checked(tmp_path):
+    assert load_benchmark(FIXTURES / "clean").canary == "sforge-canary-5f1d8e2a-integrity"
+    root = tmp_path / "b"
+    shutil.copytree(FIXTURES / "clean", root)
+    (root / "benchmark.toml").write_text('name = "x"\ncanary = "short"\n')
+    with pytest.raises(Exception, match="canary"):
+        load_benchmark(root)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_a_git_in_the_exported_workspace_is_copied_out_and_read(tmp_path):
+    """The scan of an exported image (here a tar made on the host) takes the workspace's
+    .git out to read it, and hands every workspace member to `keep` (the no-op)."""
+    task = load_benchmark(FIXTURES / "clean").tasks["t"]
+    repo = tmp_path / "ws"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "a.txt").write_text("start of the work\n")
+    _git(repo, "add", "a.txt")
+    _git(repo, "commit", "-qm", "start")
+    _git(repo, "tag", "later")
+    (repo / "a.txt").write_text("the solution, committed\n")
+    _git(repo, "commit", "-qam", "solution")
+    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        tar.add(repo, arcname="home/workspace/t")
+    kept: list[str] = []
+    raw.seek(0)
+    found = scan_image(raw, task, None, tmp_path / "benchmark.toml",
+                       lambda m, data: kept.append(m.name))
+    assert [f.rule for f in found] == ["integrity-git"], found
+    assert "home/workspace/t/a.txt" in kept and "home/workspace/t/.git/HEAD" in kept
