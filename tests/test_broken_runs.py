@@ -24,15 +24,19 @@ MESSAGES = {401: ("authentication_error", "invalid x-api-key"),
 
 
 class FailingModel(ScriptedModel):
-    """A Messages-API server that answers every call with one HTTP error, as Anthropic does."""
+    """A Messages-API server that answers every call with one HTTP error, as Anthropic does;
+    with status None, the scripted model of its commands."""
 
-    def __init__(self, status: int, retry_after: str | None = None):
-        super().__init__(commands=[])
+    def __init__(self, status: int | None, retry_after: str | None = None,
+                 commands: list[str] | None = None):
+        super().__init__(commands=commands or [])
         self.status, self.retry_after = status, retry_after
 
     async def _fail(self, request):
         from aiohttp import web
 
+        if self.status is None:
+            return await ScriptedModel.messages(self, request)
         self.requests.append({"path": request.path_qs, "at": time.monotonic()})
         kind, message = MESSAGES[self.status]
         headers = {"Retry-After": self.retry_after} if self.retry_after else None
@@ -173,7 +177,7 @@ def test_claude_code_against_a_failing_api_fails_early(edge, status):
         server.stop()
     took = time.monotonic() - started
     out = proc.stdout + proc.stderr
-    assert proc.returncode != 0, out
+    assert proc.returncode == 1, out
     assert server.requests, out  # the real CLI did call the API
     assert took < timeout / 4, (took, out)
     kind, message = MESSAGES[status]
@@ -185,6 +189,7 @@ def test_claude_code_against_a_failing_api_fails_early(edge, status):
     assert rec["final"] is None and rec["rounds"] == 0  # nothing graded for a broken run
     assert rec["model_calls"]["succeeded"] == 0
     assert rec["model_calls"]["failed"] == len(server.requests)
+    assert f"run failed: {rec['error']}" in (folder / "agent.log").read_text()
     row = _listed(edge, run_id)
     assert row["state"] == "failed" and f"HTTP {status}" in row["error"]
     # the table `sforge run` printed at its end says so too
@@ -229,3 +234,46 @@ def test_good_run_with_another_api_and_no_key_is_done_with_tokens(edge):
                                              + 15.0 * row["tokens_out"]) / 1e6)
     table = edge.run("runs", "--run", "good", check=True).stdout
     assert "tokens_in" in table and "cost_usd" in table and str(row["tokens_in"]) in table
+
+
+def test_model_api_urls_and_a_gateway_path_prefix(tmp_path):
+    from sforge.core.errors import SforgeError
+    from sforge.runs.origin import check_api_url
+
+    assert check_api_url("https://gw.example.com:8443/anthropic/") == \
+        "https://gw.example.com:8443/anthropic"
+    for bad in ("ftp://h", "http://user:pw@h", "http://h/x?key=1", "http://h/#f", "h:80",
+                "http://h:99999"):
+        with pytest.raises(SforgeError, match="--model-api"):
+            check_api_url(bad)
+    # the proxy forwards under the prefix, to that origin only
+    server = FailingModel(500).start()
+    host, _, client, _ = _proxy(tmp_path, server.url + "/gw", 5)
+    try:
+        assert client.ask() == 500
+    finally:
+        host.stop()
+        server.stop()
+    assert [r["path"] for r in server.requests] == ["/gw/v1/messages"]
+
+
+@pytest.mark.docker
+def test_a_failed_run_starts_afresh_once_the_api_answers(edge):
+    """The same command, the key fixed (here: the server healed), makes the run."""
+    server = FailingModel(401, commands=[
+        "printf 'print(1)\\n' > semver.py && sforge-submit; echo SUBMITTED"]).start()
+    args = ["run", "--agent", "claude-code", "--task", TASK, "--run-id", "healed",
+            "--timeout", "300", "--max-resumes", "0", "--model-api", server.url]
+    try:
+        first = edge.run(*args, env={"ANTHROPIC_API_KEY": KEY})
+        server.status = None
+        second = edge.run(*args, env={"ANTHROPIC_API_KEY": KEY})
+    finally:
+        server.stop()
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert second.returncode == 0, second.stdout + second.stderr
+    rec = json.loads((_folder(edge, "healed") / "run.json").read_text())
+    assert rec["attempt"] == 2 and rec["state"] == "done" and rec["rounds"] == 2
+    assert rec["model_calls"]["failed"] == 0 and rec["model_calls"]["succeeded"] >= 2
+    row = _listed(edge, "healed")
+    assert row["state"] == "done" and row["attempts"] == 2 and row["error"] is None

@@ -337,6 +337,8 @@ class _Run:
             log.write(f"[sforge] {_iso(_now())} agent "
                       f"{'stopped' if res.exit_code is None else f'exited {res.exit_code}'}"
                       "\n".encode())
+            if self.failure:  # the reason beside the agent's own complaints
+                log.write(f"[sforge] {_iso(_now())} run failed: {self.failure}\n".encode())
             if res.exit_code is None:
                 break
             if (agent.resume is None or resumes >= max_resumes or self.should_stop()
