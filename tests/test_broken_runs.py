@@ -277,3 +277,25 @@ def test_a_failed_run_starts_afresh_once_the_api_answers(edge):
     assert rec["model_calls"]["failed"] == 0 and rec["model_calls"]["succeeded"] >= 2
     row = _listed(edge, "healed")
     assert row["state"] == "done" and row["attempts"] == 2 and row["error"] is None
+
+
+def test_the_apis_own_words_in_the_error():
+    from sforge.runs.model_health import upstream_message
+
+    openai = {"error": {"message": "Incorrect API key provided: sk-…", "type":
+                        "invalid_request_error", "code": "invalid_api_key"}}
+    assert upstream_message(openai) == "invalid_request_error: Incorrect API key provided: sk-…"
+    assert upstream_message({"error": "no such model"}) == "no such model"
+    assert upstream_message("<html>502 Bad Gateway</html>\n") == "<html>502 Bad Gateway</html>"
+    stream = [{"type": "ping"}, {"type": "error", "error": {"type": "overloaded_error",
+                                                            "message": "Overloaded"}}]
+    assert upstream_message(stream) == "overloaded_error: Overloaded"
+    assert upstream_message("x" * 1000).endswith("…") and len(upstream_message("x" * 1000)) < 400
+    health = ModelHealth("http://api", fail_after=2)
+    assert health.record(404, {"error": "not found"}, {}, None) is None
+    assert health.record(503, "down", {"Retry-After": "5"}, None) is None  # throttled: waits
+    reason = health.record(401, openai, {}, None)
+    assert reason and "2 model calls in a row" in reason and "HTTP 401 invalid_request_error" \
+        in reason
+    assert health.record(401, openai, {}, None) is None  # told once
+    assert health.as_dict() == {"succeeded": 0, "failed": 4, "last_error": health.last}

@@ -32,9 +32,9 @@ The key stays on the host: the container reaches the model API only through sfor
 which forwards to that one API and nothing else. Without the key a run is refused, unless
 --model-api URL points the agent at another API that speaks its protocol (a local
 Anthropic- or OpenAI-compatible server, a company gateway): the proxy, on this host, then
-forwards there only, adding the key if it is set. A run whose model calls all fail (config
-run_model_failures, default 5, in a row with none succeeding) stops at once and is recorded
-as failed with the API's status and message; the command exits non-zero.
+forwards there only, adding the key if it is set. A run whose model calls all fail (5 in a
+row, none ever succeeding: run_model_failures in config.yaml) stops at once, is recorded as
+failed with the API's status and message, and the command exits 1.
 """
 
 
