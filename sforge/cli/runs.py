@@ -26,6 +26,7 @@ from sforge.cli.common import (
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
+from sforge.runs.columns import record_state, shorten_error, usage_columns
 from sforge.runs.spec import RunSpec, check_run_id, spec_path
 
 if TYPE_CHECKING:
@@ -41,7 +42,13 @@ workspace and records the attempt as interrupted (Ctrl-C again skips that), and 
 the same command again starts those runs afresh.
 
 agents: claude-code (ANTHROPIC_API_KEY), codex (OPENAI_API_KEY), script (--script FILE).
-The key stays on the host: the container reaches the model API only through sforge's proxy.
+The key stays on the host: the container reaches the model API only through sforge's proxy,
+which forwards to that one API and nothing else. Without the key a run is refused, unless
+--model-api URL points the agent at another API that speaks its protocol (a local
+Anthropic- or OpenAI-compatible server, a company gateway): the proxy, on this host, then
+forwards there only, adding the key if it is set. A run whose model calls all fail (5 in a
+row, none ever succeeding: run_model_failures in config.yaml) stops at once, is recorded as
+failed with the API's status and message, and the command exits 1.
 """
 
 
@@ -96,9 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     agent = load_agent(args.agent)
     if agent.script and not args.script:
         raise SforgeError(f"agent {agent.name} runs a script: give --script FILE")
-    if agent.model_api and not agent.api_key() and not args.model_api:
-        print(f"sforge: warning: {agent.model_api.key_env} is not set: the model API will "
-              "refuse the agent", file=sys.stderr)
+    agent.require_key(args.model_api)
     spec = _spec_from_args(args, config, args.task)
     config["run"] = spec.as_config()
     pipe = pipeline_from(config)
@@ -177,7 +182,8 @@ def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
         elif running.is_file() and _alive(read_json(running)):
             record, state = read_json(running), "running"
         elif attempts:
-            record, state = read_json(attempts[-1]), "interrupted"
+            record = read_json(attempts[-1])
+            state = record_state(record, "interrupted")  # or failed
         elapsed = record.get("elapsed_s")
         if state == "running" and record.get("started_at"):
             started = datetime.fromisoformat(record["started_at"])
@@ -185,8 +191,9 @@ def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
         rows.append({"run": run, "task": task, "repeat": int(folder.name), "state": state,
                      "agent": record.get("agent"), "best": record.get("best_score"),
                      "rescaled": record.get("best_rescaled"), "rounds": record.get("rounds"),
+                     **usage_columns(record),
                      "elapsed_s": elapsed, "attempts": len(attempts),
-                     "stopped_by": record.get("stopped_by")})
+                     "stopped_by": record.get("stopped_by"), "error": record.get("error")})
     return rows
 
 
@@ -197,7 +204,8 @@ def _print_runs(pipe: Pipeline, run_id: str | None, args: argparse.Namespace) ->
         return 0
     from tabulate import tabulate  # function-level: buys start-up time
 
-    print(tabulate(rows, headers="keys", tablefmt="simple") if rows else "(no runs)")
+    print(tabulate([shorten_error(r) for r in rows], headers="keys", tablefmt="simple")
+          if rows else "(no runs)")
     return 0
 
 
@@ -289,7 +297,10 @@ def add_run(sub: Subcommands) -> None:
     p.add_argument("--budget", type=int, metavar="N", help="submissions allowed per run")
     p.add_argument("--cooldown", type=float, metavar="S", help="seconds between submissions")
     p.add_argument("--script", metavar="FILE", help="the script agent's /bin/sh script")
-    p.add_argument("--model-api", metavar="URL", help=argparse.SUPPRESS)  # tests: local server
+    p.add_argument("--model-api", metavar="URL",
+                   help="send the agent's model calls to this API instead of its own, "
+                        "http(s)://host[:port][/path] (a local server, a gateway); seen "
+                        "from this host, the only origin the proxy forwards to")
     p.add_argument("--json", action="store_true", help="print the run table as JSON")
 
 

@@ -6,6 +6,6 @@ results/<bench>/runs/<run>/<task>/<repeat>/."""
 # any other command builds its parser without importing the run machinery.
 COMMANDS = {
     "run": "run an agent on tasks (one Snakemake target per run)",
-    "runs": "list agent runs (state, best score, elapsed); cancel one",
+    "runs": "list agent runs (state, best, tokens, cost, elapsed, error); cancel one",
     "agents": "list agents; prepare their bundles on this machine",
 }

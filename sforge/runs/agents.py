@@ -71,6 +71,15 @@ class Agent:
             return None
         return (os.environ if env is None else env).get(self.model_api.key_env) or None
 
+    def require_key(self, model_api: str | None) -> None:
+        """A run of this agent on its own API without the key could only fail every call:
+        refuse it before it starts (another API given with --model-api may need none)."""
+        if self.model_api and not model_api and not self.api_key():
+            raise SforgeError(
+                f"{self.model_api.key_env} is not set: agent {self.name} needs it for "
+                f"{self.model_api.url} (export it, or point the agent at another API with "
+                "--model-api URL)")
+
 
 @functools.cache
 def _validator() -> jsonschema.protocols.Validator:

@@ -7,7 +7,8 @@ appended to that origin, an absolute URL is refused), adds the key there from th
 environment (the container sees a placeholder), and reads each reply on its way through:
 token usage goes into the run's totals and every exchange (request and reply bodies, never
 headers) into transcript.jsonl beside the run record. When a cap (tokens or USD) is reached
-it answers further calls with an error and tells the run to stop.
+it answers further calls with an error and tells the run to stop; when the API fails every
+call (model_health), it tells the run it is broken.
 
 The service relay forwards the container's connections to the judge service, wherever it is
 (a Unix socket on this host, or http://host:port on another machine, as from a cluster node).
@@ -30,7 +31,8 @@ from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
-from sforge.core.errors import SforgeError
+from sforge.runs.model_health import ModelHealth
+from sforge.runs.origin import check_api_url
 
 TRANSCRIPT_MAX_BYTES = 1 << 30
 
@@ -125,7 +127,7 @@ class Usage:
 
 @dataclass
 class ModelRoute:
-    upstream: str                        # scheme://host[:port] of the declared API
+    upstream: str                        # scheme://host[:port][/prefix] of the API
     key: str | None                      # added on the host side only
     key_header: str
     key_prefix: str = ""
@@ -137,6 +139,9 @@ class ModelRoute:
     # (time, path, status, usage): huge requests cannot fill the host's disk through it
     transcript_max_bytes: int = TRANSCRIPT_MAX_BYTES
     on_cap: Callable[[str], None] = lambda reason: None
+    # whether the API answers at all: on_fail(reason) once its calls fail past the threshold
+    health: ModelHealth | None = None
+    on_fail: Callable[[str], None] = lambda reason: None
     usage: Usage = field(default_factory=Usage)
 
     def add(self, call: dict[str, int]) -> None:
@@ -193,11 +198,7 @@ class HostSockets:
             server = await asyncio.start_unix_server(self._relay, str(self.folder / "service.sock"))
             self._cleanup.append(server)
         if self.model:
-            parts = urlsplit(self.model.upstream)
-            if parts.scheme not in ("http", "https") or not parts.netloc \
-                    or parts.path not in ("", "/"):
-                raise SforgeError(f"model API {self.model.upstream!r}: expected "
-                                  "scheme://host[:port]")
+            check_api_url(self.model.upstream, "model API")
             self._session = ClientSession(
                 connector=TCPConnector(limit=16), auto_decompress=True,
                 timeout=ClientTimeout(total=None, sock_connect=30, sock_read=600))
@@ -287,10 +288,12 @@ class HostSockets:
         reply = bytearray()
         resp: web.StreamResponse | None = None
         error = None
+        up_headers: dict[str, str] = {}
         try:
             async with self._session.request(request.method, url, headers=headers,
                                              data=body, allow_redirects=False) as up:
                 status, ctype = up.status, up.headers.get("Content-Type", "")
+                up_headers = dict(up.headers)
                 resp = web.StreamResponse(status=up.status, headers={
                     k: v for k, v in up.headers.items() if k.lower() not in _DROP_RESPONSE})
                 await resp.prepare(request)
@@ -314,6 +317,10 @@ class HostSockets:
         call = parse_usage(events)
         with self._lock:
             route.add(call)
+            failed = route.health.record(status, kept, up_headers, error) \
+                if route.health else None
+        if failed:
+            route.on_fail(failed)
         if route.transcript is not None:
             req_ct = request.headers.get("Content-Type", "")
             entry: dict[str, Any] = {

@@ -9,6 +9,11 @@ A run that is interrupted (Ctrl-C, SIGTERM from a scheduler) still grades its fi
 and leaves attempt-<n>.json marked interrupted, but not run.json: its target stays missing, so
 making it again starts a fresh attempt with a new token, and its submissions are kept. A
 second Ctrl-C abandons the final grading and only removes the container.
+
+A run whose model calls all fail (model_health: no key, a wrong one, an API that is down)
+is stopped at once, its workspace not graded (the agent did nothing), and leaves
+attempt-<n>.json with state `failed` and the API's status and message as its error, but not
+run.json: the job fails, and the same command once the API answers starts a fresh attempt.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from sforge.runs.container import (
     WorkSpec,
 )
 from sforge.runs.helper import helper_binary
+from sforge.runs.model_health import DEFAULT_FAIL_AFTER, ModelHealth
 from sforge.runs.prompt import build_prompt, submit_env
 from sforge.runs.proxy import HostSockets, ModelRoute
 from sforge.runs.service import run_service
@@ -75,6 +81,10 @@ class CappedLog(HeadTail):
         self.fh.flush()
 
 
+class RunFailed(SforgeError):
+    """The run's model API failed every call; its attempt is recorded, its target is not."""
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -98,6 +108,7 @@ class _Run:
         self.agent: Agent = load_agent(spec.agent)
         self.model = self.agent.model(spec.model)
         self.stop_reason: str | None = None
+        self.failure: str | None = None  # why the model API counts as broken
         self.t0 = time.monotonic()
 
     def should_stop(self) -> bool:
@@ -117,13 +128,22 @@ class _Run:
             raise SforgeError(f"--max-cost needs a price for model {self.model!r}: add "
                               f"[prices.{self.model}] to {self.agent.path}, or use --max-tokens")
 
+        self.agent.require_key(self.spec.model_api)  # plain Snakemake checks here too
+
         def on_cap(reason: str) -> None:
             self.stop_reason = self.stop_reason or "cap"
 
-        return ModelRoute(upstream=self.spec.model_api or api.url, key=self.agent.api_key(),
+        def on_fail(reason: str) -> None:
+            self.failure = reason
+            self.stop_reason = self.stop_reason or "model-api"
+
+        upstream = self.spec.model_api or api.url
+        fail_after = self.pipe.config.get("run_model_failures", DEFAULT_FAIL_AFTER)
+        return ModelRoute(upstream=upstream, key=self.agent.api_key(),
                           key_header=api.key_header, key_prefix=api.key_prefix, price=price,
                           max_tokens=self.spec.max_tokens, max_cost=self.spec.max_cost,
-                          transcript=transcript, on_cap=on_cap)
+                          transcript=transcript, on_cap=on_cap,
+                          health=ModelHealth(upstream, fail_after), on_fail=on_fail)
 
     def env(self, image_path: str, token: str, deadline: float) -> dict[str, str]:
         agent = self.agent
@@ -185,6 +205,7 @@ class _Run:
         os.chmod(sockets, 0o755)
         host: HostSockets | None = None
         box: WorkContainer | None = None
+        failure: str | None = None
         with run_service(self.pipe, spec.service) as service:
             admin = ServiceClient(service.url, service.admin_token)
             # unique even when results/ was wiped while the service kept its state
@@ -218,8 +239,12 @@ class _Run:
                 record["stopped_by"] = self.stop_reason or (
                     "timeout" if record["timed_out"] else "agent")
                 box.kill()
-                # a game run's result is its best finished session: no final workspace
-                record["final"] = None if ABORT.is_set() or is_game(task) else self._final(
+                failure = self.failure or (route.health.verdict() if route and route.health
+                                           else None)
+                # a game run's result is its best finished session: no final workspace; a
+                # broken run's workspace is the task's as given
+                record["final"] = None if ABORT.is_set() or is_game(task) or failure \
+                    else self._final(
                     box, {**env, "SFORGE_TOKEN": final_token},
                     ServiceClient(service.url, token))
             finally:
@@ -238,12 +263,20 @@ class _Run:
             "interrupted": self.stop_reason == "interrupted",
             "usage": route.usage.as_dict() if route else None,
             "tokens": route.usage.total_tokens if route else None,
+            "model_calls": route.health.as_dict() if route and route.health else None,
             "log": log_path.name, "transcript": transcript.name if route else None,
+            "state": "interrupted" if self.stop_reason == "interrupted"
+            else "failed" if failure else "done",
+            "error": failure,
         })
         atomic_write_json(self.folder / f"attempt-{attempt}.json", record)
+        where = f"run {spec.id} task {task.id} repeat {self.repeat}"
         if record["interrupted"]:
-            raise Interrupted(f"run {spec.id} task {task.id} repeat {self.repeat} interrupted "
+            raise Interrupted(f"{where} interrupted "
                               f"(attempt {attempt} recorded; run it again to start afresh)")
+        if failure:
+            raise RunFailed(f"{where} failed: {failure} (attempt {attempt} recorded; "
+                            "run it again once the model API answers)")
         atomic_write_json(self.output, record)
         return record
 
@@ -273,6 +306,8 @@ class _Run:
             log.write(f"[sforge] {_iso(_now())} agent "
                       f"{'stopped' if res.exit_code is None else f'exited {res.exit_code}'}"
                       "\n".encode())
+            if self.failure:  # the reason beside the agent's own complaints
+                log.write(f"[sforge] {_iso(_now())} run failed: {self.failure}\n".encode())
             if res.exit_code is None:
                 break
             if (agent.resume is None or resumes >= max_resumes or self.should_stop()
@@ -355,4 +390,4 @@ def run_target(pipe, spec: RunSpec, task_id: str, repeat: int) -> dict[str, Any]
     return _Run(pipe, spec, task_id, repeat, output).run()
 
 
-__all__ = ["run_target"]
+__all__ = ["RunFailed", "run_target"]

@@ -12,6 +12,7 @@ from typing import Any
 from sforge.benchmark.model import Task
 from sforge.core.errors import SforgeError
 from sforge.core.units import memory_mb
+from sforge.runs.origin import check_api_url
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 DEFAULT_TIMEOUT_S = 3600.0
@@ -43,7 +44,7 @@ class RunSpec:
     budget: int | None = None        # submissions per run (None: the service's default)
     cooldown_s: float | None = None
     script: str | None = None        # the script agent's script (absolute path)
-    model_api: str | None = None     # override the agent's API origin (tests: a local server)
+    model_api: str | None = None     # another API for the agent (a local server, a gateway)
 
     def __post_init__(self) -> None:
         check_run_id(self.id)
@@ -51,6 +52,8 @@ class RunSpec:
             raise SforgeError(f"--timeout {self.timeout_s}: expected seconds > 0")
         if self.repeats < 1:
             raise SforgeError(f"--repeat {self.repeats}: expected 1 or more")
+        if self.model_api is not None:
+            check_api_url(self.model_api)
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> RunSpec:
