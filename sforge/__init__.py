@@ -16,7 +16,7 @@ __version__ = "0.1.0"  # also the package version (pyproject reads it): no metad
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
     """`from sforge import load_results` without making every `sforge` command import pandas."""
     if name in ("load_results", "Results"):
-        from sforge.scores import frames
+        from sforge.scores import frames  # start-up: pandas only when asked for
 
         return getattr(frames, name)
     raise AttributeError(f"module 'sforge' has no attribute {name!r}")

@@ -27,7 +27,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from sforge.core.bulk import no_gc  # function-level: buys start-up time
 
     with no_gc():  # the eval path's imports make thousands of objects: no collector passes
-        from sforge.commands.evals import eval_archive, result_view
+        from sforge.commands.evals import eval_archive, result_view  # start-up: under no_gc
 
     pipe = pipeline_from(config_from(args))
     if args.task not in pipe.bench.tasks:

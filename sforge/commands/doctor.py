@@ -24,10 +24,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sforge import __version__
+from sforge.commands.execution import run_workflow
+from sforge.containers import slurmjob
+from sforge.containers.docker import engine
+from sforge.containers.engine import EngineError, RegistryError
 from sforge.core.config import REPO_ROOT
 from sforge.core.errors import InfrastructureError
 from sforge.core.fileio import atomic_write_json
+from sforge.evals.grade import node_name, sweep_orphans
 from sforge.plan.pipeline import Pipeline
+from sforge.workflow.snakemake import resolve_profile
 
 CLOCK_TOLERANCE_S = 5.0
 NONCE = "nonce.json"
@@ -60,9 +66,6 @@ _REACH_DOCKER = ("start dockerd on {node} and let this user reach it (docker gro
 
 
 def docker_check(node: str) -> Check:
-    from sforge.containers.docker import engine
-    from sforge.containers.engine import EngineError
-
     try:
         info = engine().info()
     except EngineError as exc:
@@ -79,9 +82,6 @@ def docker_check(node: str) -> Check:
 
 def images_check(pipe: Pipeline, node: str, *, builds_here: bool) -> Check:
     """Judge images in this daemon, or pullable from the registry through it."""
-    from sforge.containers.docker import engine
-    from sforge.containers.engine import RegistryError
-
     refs = pipe.images(None, kinds=("judge",))
     if not refs:
         return Check(node, "judge images", True, "no tasks")
@@ -156,8 +156,6 @@ def machine_checks(pipe: Pipeline, node: str, run: str | None = None, *,
 def slurm_job_check(node: str) -> Check:
     """A job can ask SLURM about a job (its own here): what takes over the grading claims of
     a dead node's jobs at once instead of at their deadline."""
-    from sforge.containers import slurmjob
-
     job = slurmjob.incarnation().get("slurm_job")
     if not job:
         return Check(node, "slurm job", False, "not run inside a SLURM job (no SLURM_JOB_ID)")
@@ -174,8 +172,6 @@ def slurm_job_check(node: str) -> Check:
 
 def node_report(pipe: Pipeline, run: str, node: str, out: Path) -> None:
     """The `doctor_node` rule: this node's checks, written to the shared results dir."""
-    from sforge.evals.grade import node_name, sweep_orphans
-
     here = node_name()
     checks = machine_checks(pipe, here, run, builds_here=False)
     checks.append(slurm_job_check(here))
@@ -301,10 +297,6 @@ def read_report(pipe: Pipeline, run: str, node: str, window: tuple[float, float]
 
 def doctor(pipe: Pipeline, profile: str | None, execution) -> list[Check]:
     """Every check: the host's own, then (with a SLURM profile) one job per node."""
-    from sforge.commands.execution import run_workflow
-    from sforge.evals.grade import node_name
-    from sforge.workflow.snakemake import resolve_profile
-
     host = f"host {node_name()}"
     checks = machine_checks(pipe, host)
     if not profile:

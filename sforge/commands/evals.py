@@ -10,13 +10,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from sforge.benchmark.rescaling import rescale
+from sforge.benchmark.submissions import store_archive
 from sforge.commands.execution import Execution, run_workflow, say
 from sforge.commands.images import ensure_judge, make_images, prepare_images
 from sforge.core.bulk import no_gc
 from sforge.core.clock import now_iso
+from sforge.core.console import JobProgress, Verdict
 from sforge.core.errors import SforgeError
+from sforge.evals.batch import describe_error, grade_batch
+from sforge.evals.grade import grade
 from sforge.grading.contract import judged_task
+from sforge.grading.results import (
+    EvalResult,
+    load_result,
+    retire,
+    set_aside,  # (sforge.scores imports pandas)
+)
 from sforge.plan.pipeline import EvalTarget, Pipeline
+from sforge.report.update import stale_tasks, task_fingerprints, update_products
+from sforge.scores.cache import RESULT_FIELDS, cache_path, read_results
 
 if TYPE_CHECKING:
     from sforge.benchmark.submissions import Submission
@@ -26,9 +39,6 @@ def job_verdict(pipe: Pipeline, sources: dict[str, list[str]], rule: str,
                 wildcards: dict[str, str]):  # -> console.Verdict | None
     """What a finished job did, in one line: a judge's task, source(s) and score or INVALID
     with its reason; an image's kind, name and tag."""
-    from sforge.core.console import Verdict
-    from sforge.grading.results import EvalResult
-
     failed = wildcards.get("failed") == "yes"
     if rule == "evaluate":
         task, key = wildcards.get("task", "?"), wildcards.get("key", "?")
@@ -55,8 +65,6 @@ def job_verdict(pipe: Pipeline, sources: dict[str, list[str]], rule: str,
 
 def grading_progress(pipe: Pipeline, title: str, ex: Execution):  # -> console.JobProgress
     """The live display for a run that grades: done/total, rate, ETA, invalid, failed."""
-    from sforge.core.console import JobProgress
-
     sources: dict[str, list[str]] = {}
     for sub, _ in pipe.records():
         key = pipe.eval_target(sub.task, sub.sha256, sub.path).key
@@ -68,8 +76,6 @@ def grading_progress(pipe: Pipeline, title: str, ex: Execution):  # -> console.J
 
 def result_view(pipe: Pipeline, result, source: str) -> dict[str, Any]:
     """A result as `sforge eval --json` and the service show it: with source and rescaled score."""
-    from sforge.benchmark.rescaling import rescale
-
     task = pipe.bench.tasks[result.task]
     data = result.to_dict()
     data["source"] = source
@@ -92,8 +98,6 @@ def regrade(pipe: Pipeline, ids: list[str] | None) -> int:
     """Set the stored results of the tasks `ids` aside into history/, so they are graded
     again (a grader that is not deterministic, an image rebuilt under the same tag); the
     tables then use the new verdicts. → how many were set aside."""
-    from sforge.grading.results import retire
-
     if not ids:
         return 0
     return sum(retire(p) is not None for p in sorted({p for _, p in pipe.records(ids)}))
@@ -104,10 +108,6 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
                  force: bool = False) -> EvalOutcome:
     """Store `archive` (a path, or - for `stdin`) and grade it with the task's judge; with
     `force`, grade it again although a result is stored (the old one goes to history/)."""
-    from sforge.benchmark.submissions import store_archive
-    from sforge.evals.grade import grade
-    from sforge.grading.results import load_result
-
     task = pipe.bench.tasks.get(task_id)
     if task is None:
         raise SforgeError(f"unknown or broken task {task_id!r}")
@@ -133,8 +133,6 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)
     if force:
-        from sforge.grading.results import retire
-
         retire(out)
     stored = load_result(out)  # an unreadable one is set aside and graded again
     if stored is not None:
@@ -162,9 +160,6 @@ def read_stored_results(pipe: Pipeline, paths: list[str]) -> dict[str, tuple[Any
     it was last parsed is only stat'ed."""
     if not paths:
         return {}
-    from sforge.grading.results import set_aside  # (sforge.scores imports pandas)
-    from sforge.scores.cache import cache_path, read_results
-
     return read_results(paths, cache_path(pipe.layout.scores), prune=False,
                         on_unreadable=lambda path, why: set_aside(Path(path), why))
 
@@ -180,8 +175,6 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
 def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
     """Grade what is pending (and the tasks `again` anew), then make the tables and
     report.html; True when all made."""
-    from sforge.report.update import stale_tasks, task_fingerprints, update_products
-
     regrade(pipe, again)
     # Only the tasks whose folders changed since the last report are looked at (their
     # fingerprints are taken before anything is read); only what is missing is graded.
@@ -199,8 +192,6 @@ def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -
             # What was read stands for the tables only where the task's fingerprint was
             # taken before it: a task fingerprinted again later (too fresh now) is read
             # again, or a change in between would be stored as seen.
-            from sforge.scores.cache import RESULT_FIELDS
-
             at = RESULT_FIELDS.index("task")
             later = {t for t, fp in prints.items() if fp is None}
             read = {p: f for p, f in out.read.items() if f[at] not in later}
@@ -240,8 +231,6 @@ def grade_locally(pipe: Pipeline, records: list[tuple[Submission, Path]], missin
     """Grade the result files `missing` of `records` on this machine: their judge images
     made first (recorded, or built), then the evals in process, `ex.jobs` cores at a time.
     Identical archives share a result file: the first by path is the one judged."""
-    from sforge.evals.batch import describe_error, grade_batch
-
     by_path: dict[Path, EvalTarget] = {}
     for sub, path in sorted(records, key=lambda r: str(r[0].path)):
         if path in missing and path not in by_path:

@@ -12,6 +12,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from sforge.core.errors import InfrastructureError
+from sforge.evals.grade import sweep_orphans
+from sforge.workflow.snakemake import Run, run
+
 
 def say(message: str) -> None:
     """A progress note on stderr (stdout carries only what a command prints as its answer)."""
@@ -31,8 +35,6 @@ def run_workflow(config: dict[str, Any], targets: list, ex: Execution, *,
                  push: bool = False) -> bool:
     """Make `targets` with Snakemake; this run's flags go in its own config (a Pipeline
     cached for an earlier run never carries them)."""
-    from sforge.workflow.snakemake import Run, run
-
     config = dict(config, force=force, push=push)
     return run(Run(targets=[str(t) for t in targets], config=config, cores=ex.jobs or 1,
                    profile=ex.profile, quiet=quiet, verbose=ex.verbose, progress=progress))
@@ -42,9 +44,6 @@ def sweep() -> None:
     """Every command starts here, with or without work: remove judge containers whose owner
     died or whose deadline passed (never a live run's). Without a daemon there is nothing to
     sweep, and the command itself says whether it needs one."""
-    from sforge.core.errors import InfrastructureError
-    from sforge.evals.grade import sweep_orphans
-
     try:
         sweep_orphans()
     except InfrastructureError:

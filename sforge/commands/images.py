@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from sforge.benchmark.images import ImageRef
+from sforge.build.image import push_image, read_sentinel
 from sforge.commands.execution import Execution, run_workflow, say
+from sforge.containers.docker import engine
 from sforge.core.errors import SforgeError
 from sforge.plan.pipeline import Pipeline
 from sforge.plan.planner import (
@@ -24,6 +26,7 @@ from sforge.plan.planner import (
     presence,
     verify_sentinels,
 )
+from sforge.workflow.targets import make_image_target
 
 _STATE = {"none": "built", "record": "record", "build": "build"}
 
@@ -103,9 +106,6 @@ class BuildOutcome:
 def build_images(pipe: Pipeline, ids: list[str] | None, *, force: bool, push: bool,
                  ex: Execution) -> BuildOutcome:
     """Make the images of the tasks `ids`; with `push`, push every one the registry lacks."""
-    from sforge.build.image import push_image, read_sentinel
-    from sforge.containers.docker import engine
-
     refs = pipe.images(ids)
     todo = make_images(pipe, refs, ex, force=force, push=push)
     failed = [r for r in todo if not pipe.sentinel(r).exists()]
@@ -123,8 +123,6 @@ def make_images(pipe: Pipeline, refs: list[ImageRef], ex: Execution, *, force: b
     """Make the sentinels of `refs` (build, grade and eval all come here): stale sentinels
     dropped, images already under their tag only recorded (the rule's own function, no DAG),
     the rest built. → the refs that needed making; their sentinels exist when made."""
-    from sforge.workflow.targets import make_image_target
-
     found = presence(pipe, refs)
     drop_stale_sentinels(pipe, refs, found)
     decisions = plan_images(pipe, refs, found, force)
@@ -155,7 +153,6 @@ def build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int, *, force:
     Snakemake's ~1.5 s start."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from sforge.workflow.targets import make_image_target
 
     def one(ref: ImageRef) -> None:
         try:
@@ -170,9 +167,6 @@ def build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int, *, force:
 
 def push_images(pipe: Pipeline, ids: list[str] | None) -> tuple[list[ImageRef], list[ImageRef]]:
     """→ (refs, those pushed): every image the registry lacks is pushed."""
-    from sforge.build.image import push_image
-    from sforge.containers.docker import engine
-
     refs = pipe.images(ids)
     return refs, [r for r in refs if push_image(pipe, engine(), r)]
 
@@ -180,8 +174,6 @@ def push_images(pipe: Pipeline, ids: list[str] | None) -> tuple[list[ImageRef], 
 def pull_images(pipe: Pipeline, ids: list[str] | None,
                 on_pull: Callable[[ImageRef], None]) -> tuple[list[ImageRef], set[str]]:
     """→ (refs, tags already local); each image the daemon lacks is pulled."""
-    from sforge.containers.docker import engine
-
     refs = pipe.images(ids)
     local = engine().existing_tags(r.tag for r in refs)
     if not pipe.registry:

@@ -24,6 +24,7 @@ from sforge.benchmark.loader import load_benchmark, load_benchmark_name
 from sforge.benchmark.model import Benchmark, Task
 from sforge.benchmark.submissions import RecordRow, Submission, discover_rows
 from sforge.core.errors import SforgeError
+from sforge.grading.contract import key_limits
 from sforge.grading.results import eval_key, eval_keyer
 
 
@@ -165,8 +166,6 @@ class Pipeline:
     def key_limits(self) -> dict[str, Any]:
         """The configuration's limits as every eval key of this pipeline holds them
         (sforge.grading.contract.key_limits: {} at the defaults)."""
-        from sforge.grading.contract import key_limits
-
         return key_limits(self.config)
 
     def eval_target(self, task_id: str, sha256: str, archive: Path,

@@ -9,7 +9,10 @@ from typing import Any
 
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import read_json
+from sforge.core.joblog import job_log
 from sforge.runs.agents import load_agent
+from sforge.runs.bundle import bundle_digest, write_bundle_sentinel
+from sforge.runs.runner import run_target
 from sforge.runs.spec import RunSpec, run_record, spec_path
 
 
@@ -29,8 +32,6 @@ def _script(spec: RunSpec) -> Path | None:
 
 
 def bundle_sentinel(pipe, run_id: str) -> str:
-    from sforge.runs.bundle import bundle_digest
-
     spec = run_spec(pipe, run_id)
     agent = load_agent(spec.agent)
     return str(pipe.layout.root / "agents" / agent.name /
@@ -48,15 +49,11 @@ def make_bundle_target(pipe, agent_name: str, digest: str, output: str,
                        log: str | None = None) -> None:
     """Prepare the bundle whose sources hash to `digest` (for the script agent: the script
     of a run that asks for it); `log`: the rule's log file."""
-    from sforge.core.joblog import job_log
-
     with job_log(log, f"agent bundle {agent_name} {digest}"):
         _make_bundle(pipe, agent_name, digest, output)
 
 
 def _make_bundle(pipe, agent_name: str, digest: str, output: str) -> None:
-    from sforge.runs.bundle import bundle_digest, write_bundle_sentinel
-
     agent = load_agent(agent_name)
     scripts = [_script(s) for s in _known_specs(pipe) if s.agent == agent_name] \
         if agent.script else [None]
@@ -86,8 +83,6 @@ def run_targets(pipe, spec: RunSpec) -> list[Path]:
 
 
 def make_run_target(pipe, run_id: str, task_id: str, repeat: int) -> dict[str, Any]:
-    from sforge.runs.runner import run_target
-
     return run_target(pipe, run_spec(pipe, run_id), task_id, repeat)
 
 

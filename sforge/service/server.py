@@ -94,6 +94,7 @@ def _lock(directory: Path):
 
 def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None,
           max_pending: int | None = None, log_level: str = "info") -> int:
+    # start-up: FastAPI and uvicorn load only when the service starts
     import asyncio
 
     import uvicorn

@@ -156,7 +156,12 @@ def _late_imports(module: str) -> list[tuple[int, str]]:
                  else [a.name for a in node.names])
         if not any(n == "sforge" or n.startswith("sforge.") for n in names):
             continue
-        said = " ".join(lines[max(0, node.lineno - 2):node.end_lineno or node.lineno])
+        # the block of imports this one stands in, and the line above it, say why
+        first = node.lineno - 1
+        while first > 0 and (not lines[first - 1].strip()
+                             or lines[first - 1].strip().startswith(("from ", "import "))):
+            first -= 1
+        said = " ".join(lines[max(0, first - 1):node.end_lineno or node.lineno])
         if "start-up" not in said:
             late.append((node.lineno, lines[node.lineno - 1].strip()))
     return late
