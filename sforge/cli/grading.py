@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from sforge.cli.common import (
     AddParser,
@@ -19,6 +18,7 @@ from sforge.cli.common import (
     pipeline_from,
     report_broken,
 )
+from sforge.core.console import say
 
 
 # eval / grade / report ----------------------------------------------------------------
@@ -36,7 +36,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        execution_from(args), force=args.force)
     result = out.result
     if out.already:
-        print(f"sforge: already graded ({out.path})", file=sys.stderr)
+        say(f"already graded ({out.path})")
     view = result_view(pipe, result, args.source)
     if args.json:
         print(json.dumps(view))
@@ -92,13 +92,12 @@ def cmd_clean(args: argparse.Namespace) -> int:
     broken = report_broken(pipe)
     items, no_images = find_garbage(pipe, engine())
     if no_images:
-        print(f"sforge: images not checked: {no_images}", file=sys.stderr)
+        say(f"images not checked: {no_images}")
     for item in items:
         print(f"{item.kind:10} {item.what}  ({item.why}; {_size(item.size)})")
     total = _size(sum(i.size for i in items))
     if broken:
-        print(f"sforge: {broken} task(s) failed to load: their images and results are kept",
-              file=sys.stderr)
+        say(f"{broken} task(s) failed to load: their images and results are kept")
     if not items:
         print("sforge clean: nothing unreferenced")
         return 0
@@ -108,7 +107,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
         return 0
     failed = remove(items, engine())
     for item, error in failed:
-        print(f"sforge: cannot remove {item.what}: {error}", file=sys.stderr)
+        say(f"cannot remove {item.what}: {error}")
     print(f"sforge clean: removed {len(items) - len(failed)} of {len(items)} item(s), {total}")
     return 1 if failed else 0
 

@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import socket
-import sys
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -23,6 +22,8 @@ from sforge.cli.common import (
     execution_from,
     pipeline_from,
 )
+from sforge.core.clock import now_iso
+from sforge.core.console import say
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
@@ -122,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         port = 0 if args.profile else None  # cluster jobs need a TCP address
         with started_service(pipe, port=port) as svc:
-            print(f"sforge: judge service at {svc.url}", file=sys.stderr)
+            say(f"judge service at {svc.url}")
             ok = _make(args, config, pipe, replace(spec, service=svc.url), missing)
     code = _print_runs(pipe, spec.id, args)
     return 0 if ok else (code or 1)
@@ -229,7 +230,7 @@ def _cancel(pipe: Pipeline, run_id: str) -> int:
     if not (pipe.layout.root / "runs" / run_id).is_dir():
         raise SforgeError(f"no run {run_id} under {pipe.layout.root / 'runs'}")
     for folder in folders:
-        atomic_write_json(folder / "cancel", {"at": datetime.now(UTC).isoformat()})
+        atomic_write_json(folder / "cancel", {"at": now_iso("auto")})
     print(f"run {run_id}: cancel asked of {len(folders)} unfinished run(s)")
     return 0
 

@@ -12,11 +12,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 from sforge.benchmark.rescaling import rescale
 from sforge.benchmark.submissions import store_archive
-from sforge.commands.execution import Execution, run_workflow, say
+from sforge.commands.execution import Execution, run_workflow
 from sforge.commands.images import ensure_judge, make_images, prepare_images
 from sforge.core.bulk import no_gc
 from sforge.core.clock import now_iso
-from sforge.core.console import JobProgress, Verdict
+from sforge.core.console import JobProgress, Verdict, say
 from sforge.core.errors import SforgeError
 from sforge.evals.batch import describe_error, grade_batch
 from sforge.evals.grade import grade

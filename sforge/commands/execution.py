@@ -8,18 +8,12 @@ declares without starting Snakemake when nothing needs making: its import alone 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 from sforge.core.errors import InfrastructureError
 from sforge.evals.grade import sweep_orphans
 from sforge.workflow.snakemake import Run, run
-
-
-def say(message: str) -> None:
-    """A progress note on stderr (stdout carries only what a command prints as its answer)."""
-    print(f"sforge: {message}", file=sys.stderr)
 
 
 @dataclass(frozen=True)

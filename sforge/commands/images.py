@@ -11,8 +11,9 @@ from typing import Any
 
 from sforge.benchmark.images import ImageRef
 from sforge.build.image import push_image, read_sentinel
-from sforge.commands.execution import Execution, run_workflow, say
+from sforge.commands.execution import Execution, run_workflow
 from sforge.containers.docker import engine
+from sforge.core.console import say
 from sforge.core.errors import SforgeError
 from sforge.plan.pipeline import Pipeline
 from sforge.plan.planner import (

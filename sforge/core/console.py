@@ -21,6 +21,12 @@ _warned: set[str] = set()
 _warn_lock = threading.Lock()
 
 
+def say(message: str) -> None:
+    """`sforge: message` on stderr, at once: a progress note, or a note for a job's log (a
+    cluster job's SLURM log). stdout carries only what a command prints as its answer."""
+    print(f"sforge: {message}", file=sys.stderr, flush=True)
+
+
 def warn(message: str, key: str | None = None) -> None:
     """`sforge: warning: message` on stderr, once per process for the same key (default:
     the message), however many images, jobs or threads run into it."""
@@ -28,7 +34,7 @@ def warn(message: str, key: str | None = None) -> None:
         if (key or message) in _warned:
             return
         _warned.add(key or message)
-    print(f"sforge: warning: {message}", file=sys.stderr)
+    say(f"warning: {message}")
 
 
 # Snakemake's events (snakemake_interface_logger_plugins.common.LogEvent values)

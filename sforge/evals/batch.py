@@ -21,11 +21,11 @@ Results written before stay; a claim left behind is taken over (its owner is gon
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import traceback
 from collections.abc import Callable
 
+from sforge.core.console import say
 from sforge.core.errors import SforgeError
 from sforge.evals import grade
 from sforge.grading.capacity import Capacity, JudgeDemand, judge_demand, machine_memory_mb
@@ -108,8 +108,7 @@ def grade_batch(pipe: Pipeline, targets: list[EvalTarget], jobs: int, report: Re
     except KeyboardInterrupt:
         n = len(holding)  # judges not stopped yet
         if n:
-            print(f"sforge: stopping {n} running judge(s); they are graded on the next run",
-                  file=sys.stderr, flush=True)
+            say(f"stopping {n} running judge(s); they are graded on the next run")
         preparer.shutdown(wait=False, cancel_futures=True)
         grade.stop_grading()
         for thread in running.values():

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from sforge.build.image import ensure_local
 from sforge.containers.docker import engine
 from sforge.containers.engine import RegistryError
 from sforge.containers.owner import remove_own, sweep_stale_containers, sweep_stale_dirs
+from sforge.core.console import say
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.claims import Claim, holding, release, try_claim
 from sforge.grading.contract import archive_limits, container_limits
@@ -34,11 +34,6 @@ from sforge.plan.pipeline import EvalTarget, Pipeline
 
 
 # nodes ------------------------------------------------------------------------------
-def warn(message: str) -> None:
-    """A note for the job's log (stderr: a cluster job's SLURM log)."""
-    print(f"sforge: {message}", file=sys.stderr, flush=True)
-
-
 def node_name() -> str:
     """The machine a judge runs on, as people name it: SLURM's node name inside a job."""
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -58,7 +53,7 @@ def sweep_orphans() -> list[str]:
         if _swept is None:
             _swept = sweep_stale_containers(engine())
             for cid in _swept:
-                warn(f"removed stale judge container {cid[:12]} on {node_name()}")
+                say(f"removed stale judge container {cid[:12]} on {node_name()}")
             sweep_stale_dirs()  # the out directories those judges wrote into
         return _swept
 
@@ -89,7 +84,7 @@ def ensure_judge_image(pipe: Pipeline, ref: ImageRef) -> None:
                 f"{pipe.registry} ({exc}); push it from the build host (sforge push) and "
                 f"check that {node} reaches {pipe.registry} (sforge doctor --profile ...)"
             ) from None
-        warn(f"pulled {pipe.remote(ref)} on {node} in {time.monotonic() - started:.1f} s")
+        say(f"pulled {pipe.remote(ref)} on {node} in {time.monotonic() - started:.1f} s")
 
 
 # resources --------------------------------------------------------------------------
@@ -113,7 +108,7 @@ def stop_grading() -> list[str]:
     try:
         return remove_own(engine())
     except InfrastructureError as exc:  # the next command's sweep removes them
-        warn(str(exc))
+        say(str(exc))
         return []
 
 

@@ -69,6 +69,7 @@ from sforge import __version__
 from sforge.benchmark.hashing import file_sha256
 from sforge.benchmark.model import Task
 from sforge.containers.engine import ContainerEngine
+from sforge.core.clock import now_iso
 from sforge.core.errors import InfrastructureError
 from sforge.core.units import parse_memory
 from sforge.grading.archive import ArchiveError, FilteredArchive, filter_submission
@@ -80,7 +81,6 @@ from sforge.grading.judge_container import (
     ContainerLimits,
     JudgeRun,
     lockdown,
-    now_iso,
     plain_number,
 )
 from sforge.grading.judge_log import write_log
@@ -196,7 +196,7 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
                               log=str(log_path) if log_path else None, **fields)
 
         if filtered.refused:
-            now = now_iso()
+            now = now_iso("milliseconds")
             if log_path is not None:
                 write_log(log_path, (), f"[sforge] archive refused: {filtered.refused}\n")
             return PreparedJudge(None, result, filtered.rejected, result(
@@ -212,7 +212,7 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
             raise
         if conflict:
             try:
-                now = now_iso()
+                now = now_iso("milliseconds")
                 run.write_log(f"[sforge] {conflict}\n")
             finally:
                 run.remove()

@@ -11,7 +11,6 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from sforge.containers.engine import (
     ImageMissing,
     Mount,
 )
+from sforge.core.clock import now_iso
 from sforge.core.errors import InfrastructureError
 from sforge.core.fileio import open_regular
 from sforge.core.units import parse_memory
@@ -91,11 +91,6 @@ SETUP_COPY_OUT = _CLEAR + (
     '[ -n "$k" ] && echo "$k" > "$o/kind"; exit $c'
 )
 
-
-
-def now_iso() -> str:
-    """Now, in UTC, to the millisecond: the started_at/finished_at of a result."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def plain_number(value: float) -> str:
@@ -230,7 +225,7 @@ class JudgeRun:
     def run(self) -> tuple[bool, float, str, str]:
         """Start and wait up to the wall clock; kill at once on expiry. → timed_out, …"""
         assert self.id is not None
-        started_at = now_iso()
+        started_at = now_iso("milliseconds")
         t0 = time.monotonic()
         try:
             self.attach()
@@ -241,7 +236,7 @@ class JudgeRun:
                 self.engine.kill(self.id)
         except EngineError as exc:
             raise self.infra_error("running the judge", exc) from None
-        return timed_out, time.monotonic() - t0, started_at, now_iso()
+        return timed_out, time.monotonic() - t0, started_at, now_iso("milliseconds")
 
     def inspect_state(self) -> dict[str, Any]:
         """The exited container's state (ExitCode, OOMKilled)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 import subprocess
@@ -12,6 +11,7 @@ from typing import Any
 
 import tomli_w
 
+from sforge.core.clock import now_iso
 from sforge.core.errors import SforgeError
 from sforge.importers import harbor, terminal_bench
 from sforge.importers.draft import (
@@ -253,7 +253,7 @@ def _write(draft: Draft, target: Path, into: Path, base: str | None, moved: list
     if draft.cpus or draft.memory:
         notes.append("cpus/memory from the source apply to the work container and the judge")
     imported: dict[str, Any] = {"format": draft.fmt, "source": str(draft.source),
-                "imported_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "imported_at": now_iso(),
                 **_git_commit(draft.source)}
     if draft.agent_timeout_sec:
         imported["agent_timeout_sec"] = float(draft.agent_timeout_sec)

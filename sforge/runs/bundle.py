@@ -18,10 +18,10 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sforge.benchmark.hashing import TAG_HEX, file_sha256
+from sforge.core.clock import now_iso
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.core.fileio import atomic_write_json, exclusive
 from sforge.runs.agents import Agent, BundleItem
@@ -130,7 +130,7 @@ def ensure_bundle(agent: Agent, script: Path | None = None) -> Path:
             os.chmod(tmp, 0o755)
             atomic_write_json(tmp / MANIFEST, {
                 "agent": agent.name, "digest": digest, "files": files,
-                "prepared_at": datetime.now(UTC).isoformat(timespec="seconds")})
+                "prepared_at": now_iso()})
             shutil.rmtree(final, ignore_errors=True)
             os.replace(tmp, final)
         except BaseException:

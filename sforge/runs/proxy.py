@@ -24,13 +24,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector, web
 
+from sforge.core.clock import now_iso
 from sforge.runs.model_health import ModelHealth
 from sforge.runs.origin import check_api_url
 
@@ -324,7 +324,7 @@ class HostSockets:
         if route.transcript is not None:
             req_ct = request.headers.get("Content-Type", "")
             entry: dict[str, Any] = {
-                "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+                "at": now_iso("milliseconds"),
                 "method": request.method, "path": request.path_qs, "status": status,
                 "seconds": round(time.monotonic() - started, 3), "usage": call}
             if error:

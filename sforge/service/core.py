@@ -18,6 +18,7 @@ from sforge.commands.evals import result_view
 from sforge.commands.images import prepare_images
 from sforge.containers.docker import engine
 from sforge.containers.owner import sweep_stale_containers
+from sforge.core.clock import now_iso
 from sforge.core.config import service_settings
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.evals.grade import grade, stop_grading
@@ -26,7 +27,7 @@ from sforge.grading.results import load_result
 from sforge.plan.pipeline import EvalTarget, Pipeline
 from sforge.service import auth
 from sforge.service.scheduler import Scheduler, Ungradable
-from sforge.service.state import Conflict, Limits, State, now_iso, parse_iso
+from sforge.service.state import Conflict, Limits, State, parse_iso
 from sforge.workflow.targets import make_image_target
 
 log = logging.getLogger("sforge.service")
@@ -179,8 +180,9 @@ class Service:
         elapsed = round(now - parse_iso(run["started_at"]), 3)
         created: list[Path] = []
         sub = store_archive(self.pipe.layout.store, run["source"], task.id, upload,
-                            now_iso(now), {"elapsed_s": elapsed, "agent": run["agent"],
-                                           "model": run["model"]}, created)
+                            now_iso("milliseconds", now),
+                            {"elapsed_s": elapsed, "agent": run["agent"], "model": run["model"]},
+                            created)
         try:
             target = self.target(task.id, sub.sha256, sub.path)
             stored = self.stored(target, run["source"])
@@ -210,7 +212,7 @@ class Service:
         budget = self.settings["budget"] if budget is None else budget
         cooldown = self.settings["cooldown_s"] if cooldown_s is None else cooldown_s
         run = self.state.add_run(run_id, task, source or f"run-{run_id}", agent, model,
-                                 budget, float(cooldown), started_at or now_iso(),
+                                 budget, float(cooldown), started_at or now_iso("milliseconds"),
                                  auth.token_hash(token), auth.token_hash(final))
         return run, token, final
 

@@ -16,11 +16,12 @@ from sforge import __version__
 from sforge.benchmark.games import TRANSCRIPT
 from sforge.benchmark.model import Task
 from sforge.benchmark.submissions import store_archive
+from sforge.core.clock import now_iso
 from sforge.core.errors import SforgeError
 from sforge.grading.results import EvalResult
 from sforge.service.core import Service
 from sforge.service.game_server import Session
-from sforge.service.state import now_iso, parse_iso
+from sforge.service.state import parse_iso
 from sforge.workflow.targets import grade
 
 log = logging.getLogger("sforge.service")
@@ -61,12 +62,14 @@ def record_session(service: Service, sess: Session, state: str, why: str, proble
         task=task.id, submission=sha, key=key, valid=valid, score=score,
         summary=fields.get("summary") or reason or "", details=fields.get("details", []),
         metrics=fields.get("metrics", {}), reason=reason,
-        duration_s=round(now - sess.created_ts, 3), started_at=now_iso(sess.created_ts),
-        finished_at=now_iso(now), judge_image=judge, judge_settings=task.judge_settings(),
+        duration_s=round(now - sess.created_ts, 3),
+        started_at=now_iso("milliseconds", sess.created_ts),
+        finished_at=now_iso("milliseconds", now), judge_image=judge,
+        judge_settings=task.judge_settings(),
         sforge_version=__version__, log=str(sess.server.log_path))
     result.write(service.pipe.layout.eval_result(task.id, key))
     store_archive(service.pipe.layout.store, source, task.id, io.BytesIO(data),
-                  now_iso(now), meta)
+                  now_iso("milliseconds", now), meta)
     view = service.view(result, source)
     return {k: view.get(k) for k in ("valid", "score", "rescaled", "summary", "reason",
                                      "key", "submission", "details", "metrics")}
@@ -78,7 +81,7 @@ def replay_transcript(service: Service, task: Task, source: str, data: bytes, no
     try:
         service.prepare(task.id)
         sub = store_archive(service.pipe.layout.store, source, task.id, io.BytesIO(data),
-                            now_iso(now), meta)
+                            now_iso("milliseconds", now), meta)
         result = grade(service.pipe, service.pipe.eval_target(task.id, sub.sha256, sub.path))
     except SforgeError as exc:
         log.warning("cannot re-score the transcript of %s: %s", task.id, exc)

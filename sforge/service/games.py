@@ -36,13 +36,13 @@ from sforge.benchmark.games import is_game
 from sforge.benchmark.model import Task
 from sforge.containers.docker import engine
 from sforge.containers.engine import ContainerEngine
+from sforge.core.clock import now_iso
 from sforge.core.config import games_settings
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.contract import container_limits
 from sforge.service.core import Service
 from sforge.service.game_results import record_session
 from sforge.service.game_server import GameError, GameServer, Session, StepTimeout
-from sforge.service.state import now_iso
 
 log = logging.getLogger("sforge.service")
 
@@ -206,7 +206,7 @@ class GameSessions:
             os.write(sess.fd, b'{"session":%s,"run":%s,"task":%s,"index":%d,'
                               b'"started_at":%s,"hello":%s}\n' % (
                                   _q(sid), _q(run["run_id"]), _q(task.id), index,
-                                  _q(now_iso(now)), hello))
+                                  _q(now_iso("milliseconds", now)), hello))
             self._exec("UPDATE game_sessions SET state = 'open', hello = ? WHERE id = ?",
                        hello.decode(), sid)
             self.open[sid] = sess
@@ -240,7 +240,7 @@ class GameSessions:
             now = time.time()
             db.execute("INSERT INTO game_sessions (id, run_id, task, idx, state, created_at, "
                        "created_ts, transcript) VALUES (?, ?, ?, ?, 'starting', ?, ?, ?)",
-                       (sid, run["run_id"], task.id, index, now_iso(now), now,
+                       (sid, run["run_id"], task.id, index, now_iso("milliseconds", now), now,
                         str(transcript)))
         transcript.parent.mkdir(parents=True, exist_ok=True)
         return index, transcript
@@ -311,8 +311,8 @@ class GameSessions:
             sess.steps += 1
             sess.last_ts = now
             os.write(sess.fd, b'{"step":%d,"sent_at":%s,"replied_at":%s,"request":%s,'
-                              b'"reply":%s}\n' % (sess.steps, _q(now_iso(sent)),
-                                                  _q(now_iso(now)), body, reply))
+                              b'"reply":%s}\n' % (sess.steps, _q(now_iso("milliseconds", sent)),
+                                                  _q(now_iso("milliseconds", now)), body, reply))
             if b'"done"' in reply and _done(reply):
                 self._end(sess, "finished", "the game is over")
                 return reply, self.status(sess.id)
@@ -401,7 +401,8 @@ class GameSessions:
                 log.exception("could not record game session %s", sess.id)
                 why += " (sforge could not record its result: see the service log)"
         self._exec("UPDATE game_sessions SET state = ?, ended_at = ?, end_reason = ?, "
-                   "steps = ?, result = ? WHERE id = ?", state, now_iso(), why, sess.steps,
+                   "steps = ?, result = ? WHERE id = ?", state, now_iso("milliseconds"), why,
+                   sess.steps,
                    json.dumps(result) if result else None, sess.id)
         self.open.pop(sess.id, None)
 
@@ -413,7 +414,7 @@ class GameSessions:
         steps = max(0, _count_lines(transcript) - 1)
         if task is None:
             self._exec("UPDATE game_sessions SET state = 'ended', ended_at = ?, "
-                       "end_reason = ? WHERE id = ?", now_iso(),
+                       "end_reason = ? WHERE id = ?", now_iso("milliseconds"),
                        "the service restarted (task no longer in the benchmark)", row["id"])
             return
         server = self._server(task, transcript.with_suffix(".log"))
@@ -422,7 +423,7 @@ class GameSessions:
                        row["created_ts"], row["created_ts"], steps=steps)
         if server.id is None:
             self._exec("UPDATE game_sessions SET state = 'ended', ended_at = ?, "
-                       "end_reason = ? WHERE id = ?", now_iso(),
+                       "end_reason = ? WHERE id = ?", now_iso("milliseconds"),
                        "the service restarted before the game server started", row["id"])
             return
         self._end(sess, "ended", "the service restarted", record=transcript.is_file())

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sforge.core.clock import now_iso
 from sforge.core.errors import SforgeError
 
 SCHEMA = """
@@ -101,11 +102,6 @@ class Conflict(Exception):
 class Limits:
     max_pending: int
     max_run_bytes: int | None = None   # a run's non-final archives, in all
-
-
-def now_iso(ts: float | None = None) -> str:
-    ts = time.time() if ts is None else ts
-    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")
 
 
 def parse_iso(value: str) -> float:
@@ -193,7 +189,7 @@ class State:
                        "cooldown_s, started_at, started_ts, created_at, token_hash, "
                        "final_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (run_id, task, source, agent, model, budget, cooldown_s, started_at,
-                        parse_iso(started_at), now_iso(), token_hash, final_hash))
+                        parse_iso(started_at), now_iso("milliseconds"), token_hash, final_hash))
         return self.run(run_id) or {}
 
     def run(self, run_id: str) -> dict[str, Any] | None:
@@ -215,13 +211,13 @@ class State:
         with self.transaction() as db:
             db.execute("UPDATE runs SET state = ?, ended_at = ?, token_hash = NULL, "
                        "final_hash = NULL WHERE run_id = ? AND state = 'active'",
-                       (state, now_iso(), run_id))
+                       (state, now_iso("milliseconds"), run_id))
             if state != "cancelled":
                 return []
             ids = [r[0] for r in db.execute(
                 "SELECT id FROM submissions WHERE run_id = ? AND state = 'queued'", (run_id,))]
             db.execute("UPDATE submissions SET state = 'cancelled', finished_at = ? "
-                       "WHERE run_id = ? AND state = 'queued'", (now_iso(), run_id))
+                       "WHERE run_id = ? AND state = 'queued'", (now_iso("milliseconds"), run_id))
             return ids
 
     # submissions --------------------------------------------------------------------
@@ -278,9 +274,10 @@ class State:
                 "INSERT INTO submissions (run_id, round, task, sha256, archive, key, cpus, "
                 "final, submitted_at, elapsed_s, state, from_store, result, finished_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, rnd, run["task"], sha256, archive, key, cpus, final, now_iso(now),
+                (run_id, rnd, run["task"], sha256, archive, key, cpus, final,
+                 now_iso("milliseconds", now),
                  round(now - run["started_ts"], 3), "done" if result else "queued",
-                 bool(result), _dumps(result), now_iso(now) if result else None))
+                 bool(result), _dumps(result), now_iso("milliseconds", now) if result else None))
             sub_id = cur.lastrowid
             assert sub_id is not None  # an INSERT sets it
         return self.submission(sub_id) or {}
@@ -317,7 +314,8 @@ class State:
     def start(self, sub_id: int) -> None:
         with self.lock:
             self.db.execute("UPDATE submissions SET state = 'running', started_at = ?, "
-                            "attempts = attempts + 1 WHERE id = ?", (now_iso(), sub_id))
+                            "attempts = attempts + 1 WHERE id = ?",
+                            (now_iso("milliseconds"), sub_id))
 
     def retry_later(self, sub_id: int, delay_s: float, error: str) -> None:
         with self.lock:
@@ -341,7 +339,7 @@ class State:
             db.execute("UPDATE submissions SET state = 'done', result = ?, finished_at = ?, "
                        "from_store = (id IS NOT ?), last_error = NULL "
                        "WHERE key = ? AND state IN ('queued', 'running')",
-                       (_dumps(result), now_iso(), graded_by, key))
+                       (_dumps(result), now_iso("milliseconds"), graded_by, key))
             return ids
 
     def counts(self) -> dict[str, int]:

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from sforge.core.config import WORKFLOW_DIR
-from sforge.core.console import HideChatter
+from sforge.core.console import HideChatter, say
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_text
 from sforge.grading.capacity import machine_memory_mb
@@ -117,7 +117,7 @@ def _run_api(job: Run) -> bool:
         from snakemake.exceptions import WorkflowError
 
         if isinstance(exc, WorkflowError | SforgeError):
-            print(f"sforge: {exc}", file=sys.stderr)
+            say(str(exc))
             return False
         raise
     return True

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from sforge.core.clock import now_iso
 from sforge.core.config import load_config
 from sforge.evals import grade
 from sforge.evals.batch import grade_batch
 from sforge.grading.capacity import machine_memory_mb
 from sforge.plan.pipeline import Pipeline
 from sforge.service.core import Service
-from sforge.service.state import now_iso
 from tests.helpers.benches import copy_bench
 from tests.helpers.paths import FIXTURES, REPO
 

@@ -7,8 +7,9 @@ import sqlite3
 
 import pytest
 
+from sforge.core.clock import now_iso
 from sforge.service import auth
-from sforge.service.state import SCHEMA, Busy, Conflict, Limits, Refused, State, now_iso
+from sforge.service.state import SCHEMA, Busy, Conflict, Limits, Refused, State
 from tests.helpers.benches import copy_bench
 from tests.helpers.paths import FIXTURES
 
