@@ -6,9 +6,9 @@ from sforge.commands import doctor as D
 
 rule doctor_node:
     output:
-        str(P.layout.root / ".sforge" / "doctor" / "{run}" / "{node}.json"),
+        str(P.layout.doctor_report("{run}", "{node}")),
     log:
-        str(P.layout.root / ".sforge" / "doctor" / "{run}" / "{node}.log"),
+        str(P.layout.doctor_log("{run}", "{node}")),
     wildcard_constraints:
         run="[0-9T]+-[0-9a-f]{6}",
     threads: 1

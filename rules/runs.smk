@@ -6,7 +6,7 @@ from sforge.runs import targets as R
 
 rule agent_bundle:
     output:
-        str(P.layout.root / "agents" / "{agent}" / "{digest}.json"),
+        str(P.layout.agent_sentinel("{agent}", "{digest}")),
     log:
         str(P.layout.step_log("agents/{agent}-{digest}")),
     wildcard_constraints:
@@ -20,9 +20,9 @@ rule agent_run:
         work=lambda w: ancient(str(P.sentinel(P.refs[w.task]["work"]))),
         bundle=lambda w: ancient(R.bundle_sentinel(P, w.run)),
     output:
-        str(P.layout.root / "runs" / "{run}" / "{task}" / "{repeat}" / "run.json"),
+        str(P.layout.run_record("{run}", "{task}", "{repeat}")),
     log:
-        str(P.layout.root / "runs" / "{run}" / "{task}" / "{repeat}" / "agent.log"),
+        str(P.layout.run_log("{run}", "{task}", "{repeat}")),
     wildcard_constraints:
         task=ids_regex(P.bench.tasks),
         repeat="[0-9]+",

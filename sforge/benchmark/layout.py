@@ -44,10 +44,27 @@ class Layout:
         """The log of fetching one blob."""
         return self.root / "logs" / "blobs" / f"{blob}.log"
 
+    def sentinels(self, kind: str) -> Path:
+        """The folder of one kind's sentinels, <kind>/<name>/<digest>.json."""
+        return self.root / "images" / kind
+
+    def build_logs(self, kind: str) -> Path:
+        """The folder of one kind's build logs."""
+        return self.root / "logs" / "build" / kind
+
     # grading ----------------------------------------------------------------
+    @property
+    def evals(self) -> Path:
+        """Every result, by task: evals/<task>/<key>.json beside its .log."""
+        return self.root / "evals"
+
+    def eval_dir(self, task: str) -> Path:
+        """One task's results and judge logs."""
+        return self.evals / task
+
     def eval_result(self, task: str, key: str) -> Path:
         """The result file of one eval key."""
-        return self.root / "evals" / task / f"{key}.json"
+        return self.eval_dir(task) / f"{key}.json"
 
     def eval_parts(self, path: Path | str) -> tuple[str, str]:
         """(task, key) of an eval result path, the inverse of `eval_result`."""
@@ -58,11 +75,11 @@ class Layout:
 
     def eval_log(self, task: str, key: str) -> Path:
         """The judge's log beside its result file."""
-        return self.root / "evals" / task / f"{key}.log"
+        return self.eval_dir(task) / f"{key}.log"
 
     def eval_claim(self, task: str, key: str) -> Path:
         """Held while a process grades the key (sforge.grading.claims): the key is graded once."""
-        return self.root / "evals" / task / f"{key}.claim"
+        return self.eval_dir(task) / f"{key}.claim"
 
     @property
     def store(self) -> Path:
@@ -75,10 +92,63 @@ class Layout:
         their results, never among the submissions the leaderboard grades."""
         return self.root / "experiments"
 
+    # sforge check ----------------------------------------------------------
+    def reference_archive(self, task: str, name: str) -> Path:
+        """A task's [reference] packed by `sforge check --integrity`."""
+        return self.root / "check" / "reference" / task / name
+
+    def repeat_log(self, task: str, name: str) -> Path:
+        """The log of one judge run of `sforge check --repeat`."""
+        return self.root / "check" / "repeat" / task / name
+
     # sforge doctor ----------------------------------------------------------
+    def doctor_dir(self, run: str) -> Path:
+        """What the nodes of one `sforge doctor` run found about themselves."""
+        return self.root / ".sforge" / "doctor" / run
+
     def doctor_report(self, run: str, node: str) -> Path:
         """What one node found about itself, written by a job on that node."""
-        return self.root / ".sforge" / "doctor" / run / f"{node}.json"
+        return self.doctor_dir(run) / f"{node}.json"
+
+    def doctor_log(self, run: str, node: str) -> Path:
+        """The log of one node's doctor job."""
+        return self.doctor_dir(run) / f"{node}.log"
+
+    # agent runs and the service ---------------------------------------------
+    @property
+    def runs(self) -> Path:
+        """Agent runs: runs/<run>/spec.json and runs/<run>/<task>/<repeat>/."""
+        return self.root / "runs"
+
+    def run_spec(self, run: str) -> Path:
+        """The settings one run was made with."""
+        return self.runs / run / "spec.json"
+
+    def run_dir(self, run: str, task: str, repeat: int | str) -> Path:
+        """One run of one task, one repeat: its records, logs and workspace archives."""
+        return self.runs / run / task / str(repeat)
+
+    def run_record(self, run: str, task: str, repeat: int | str) -> Path:
+        """run.json: the target of a finished run."""
+        return self.run_dir(run, task, repeat) / "run.json"
+
+    def run_log(self, run: str, task: str, repeat: int | str) -> Path:
+        """The agent's log of one run."""
+        return self.run_dir(run, task, repeat) / "agent.log"
+
+    def agent_sentinel(self, agent: str, digest: str) -> Path:
+        """A prepared agent bundle, by the digest of what it is made of."""
+        return self.root / "agents" / agent / f"{digest}.json"
+
+    @property
+    def service(self) -> Path:
+        """The judge service's state, tokens and logs."""
+        return self.root / "service"
+
+    @property
+    def games(self) -> Path:
+        """Game sessions' transcripts and logs."""
+        return self.root / "games"
 
     # tables -----------------------------------------------------------------
     @property

@@ -115,7 +115,7 @@ def reference_archive(pipe: Pipeline, task: Task) -> bytes | None:
     digest = hashlib.sha256(work.tag.encode())
     for path in sorted(p for p in files if p.is_file()):
         digest.update(str(path.relative_to(task.dir)).encode() + b"\0" + path.read_bytes())
-    out = pipe.layout.root / "check" / "reference" / task.id / f"{digest.hexdigest()[:16]}.tar.gz"
+    out = pipe.layout.reference_archive(task.id, f"{digest.hexdigest()[:16]}.tar.gz")
     if not out.is_file():
         make_reference(shared_engine(), work.tag, task, out, script=ref.script)
     return out.read_bytes()

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sforge.benchmark.layout import Layout
 from sforge.cli.common import (
     AddParser,
     Subcommands,
@@ -169,7 +170,7 @@ def _alive(info: dict[str, Any]) -> bool:
 def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
     """Every (run, task, repeat) under results/<bench>/runs with its state."""
     rows = []
-    for folder in sorted((root / "runs").glob(f"{run_id or '*'}/*/*")):
+    for folder in sorted(Layout(root).runs.glob(f"{run_id or '*'}/*/*")):
         if not folder.is_dir() or not folder.name.isdigit():
             continue
         run, task = folder.parent.parent.name, folder.parent.name
@@ -225,9 +226,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
 def _cancel(pipe: Pipeline, run_id: str) -> int:
     """Ask a run's jobs to stop: they grade the final workspace and record run.json with
     stopped_by=cancelled (so it is not redone)."""
-    folders = [f for f in sorted((pipe.layout.root / "runs" / run_id).glob("*/*"))
+    folders = [f for f in sorted((pipe.layout.runs / run_id).glob("*/*"))
                if f.is_dir() and not (f / "run.json").exists()]
-    if not (pipe.layout.root / "runs" / run_id).is_dir():
+    if not (pipe.layout.runs / run_id).is_dir():
         raise SforgeError(f"no run {run_id} under {pipe.layout.root / 'runs'}")
     for folder in folders:
         atomic_write_json(folder / "cancel", {"at": now_iso("auto")})

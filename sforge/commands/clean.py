@@ -105,7 +105,7 @@ def _experiment_keys(pipe: Pipeline, broken: set[str]) -> set[str]:
     keys = set(pipe.evals)
     out = set()
     for task, found in shas.items():
-        for path in (lay.root / "evals" / task).glob("*.json"):
+        for path in lay.eval_dir(task).glob("*.json"):
             if path.stem not in keys and KEY.match(path.name):
                 key = _experiment_key(pipe, task, found, path)
                 if key:
@@ -147,12 +147,12 @@ def find_files(pipe: Pipeline) -> list[Garbage]:
         out.append(Garbage(kind, str(path), why, _size(path)))
 
     for kind in IMAGE_KINDS:
-        for sentinel in sorted((lay.root / "images" / kind).glob("*/*.json")):
+        for sentinel in sorted(lay.sentinels(kind).glob("*/*.json")):
             why = _unreferenced_image(pipe, current, broken, kind, sentinel.parent.name,
                                       sentinel.stem)
             if why:
                 add("sentinel", sentinel, why)
-        for log in sorted((lay.root / "logs" / "build" / kind).glob("*.log")):
+        for log in sorted(lay.build_logs(kind).glob("*.log")):
             name, _, digest = log.stem.rpartition("-")
             why = _unreferenced_image(pipe, current, broken, kind, name, digest) \
                 if DIGEST.match(digest) else None
@@ -160,7 +160,7 @@ def find_files(pipe: Pipeline) -> list[Garbage]:
                 add("build log", log, why)
 
     keys = set(pipe.evals) | _experiment_keys(pipe, broken)
-    for task_dir in sorted(p for p in (lay.root / "evals").glob("*") if p.is_dir()):
+    for task_dir in sorted(p for p in lay.evals.glob("*") if p.is_dir()):
         if task_dir.name in broken:
             continue
         gone = task_dir.name not in pipe.bench.tasks

@@ -118,7 +118,7 @@ def images_check(pipe: Pipeline, node: str, *, builds_here: bool) -> Check:
 
 def results_check(pipe: Pipeline, node: str, run: str | None) -> Check:
     """Read and write the results directory; on a node, see the host's nonce there too."""
-    where = pipe.layout.root / ".sforge" / "doctor" / (run or "local")
+    where = pipe.layout.doctor_dir(run or "local")
     probe = where / f".probe-{node}-{os.getpid()}"
     try:
         where.mkdir(parents=True, exist_ok=True)
@@ -322,7 +322,7 @@ def doctor(pipe: Pipeline, profile: str | None, execution) -> list[Check]:
     if not nodes:
         return checks
     run = time.strftime("%Y%m%dT%H%M%S") + f"-{uuid.uuid4().hex[:6]}"
-    atomic_write_json(pipe.layout.root / ".sforge" / "doctor" / run / NONCE, {"run": run})
+    atomic_write_json(pipe.layout.doctor_dir(run) / NONCE, {"run": run})
     start = time.time()
     run_workflow(pipe.config, [pipe.layout.doctor_report(run, n) for n in nodes],
                  execution, quiet=True)

@@ -59,7 +59,7 @@ def judge_repeatedly(pipe: Pipeline, task: Task, archive: Path, sha256: str,
     tag = pipe.refs[task.id]["judge"].tag
     verdicts = []
     for i in range(times):
-        log = pipe.layout.root / "check" / "repeat" / task.id / f"{sha256[:12]}-{i}.log"
+        log = pipe.layout.repeat_log(task.id, f"{sha256[:12]}-{i}.log")
         r = run_judge(engine(), tag, task, archive, limits=limits, log_path=log,
                       container_limits=bounds, submission=sha256)
         verdicts.append((r.valid, r.score, r.reason or r.summary))

@@ -50,7 +50,7 @@ def task_fingerprints(pipe: Pipeline, ids: list[str] | None = None) -> dict[str,
     judges = {t: refs["judge"] for t, refs in pipe.refs.items() if "judge" in refs}
     head = json.dumps([__version__, budgets_hours(pipe)])
     return folders.fingerprints(pipe.bench, judges, [pipe.submissions_dir, pipe.layout.store],
-                                pipe.layout.root / "evals", head, ids, limits=pipe.key_limits)
+                                pipe.layout.evals, head, ids, limits=pipe.key_limits)
 
 
 def stale_tasks(pipe: Pipeline, prints: dict[str, str | None]) -> list[str]:

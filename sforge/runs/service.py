@@ -24,7 +24,7 @@ class ServiceRef:
 
 def admin_token_for(pipe) -> str:
     """SFORGE_ADMIN_TOKEN, else the service's token file under results/<bench>/service/."""
-    return admin_token(pipe.layout.root / "service" / "admin.token", env=dict(os.environ))
+    return admin_token(pipe.layout.service / "admin.token", env=dict(os.environ))
 
 
 @contextlib.contextmanager

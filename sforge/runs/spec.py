@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Task
 from sforge.core.errors import SforgeError
 from sforge.core.units import memory_mb
@@ -97,12 +98,15 @@ class RunSpec:
 
 
 def run_dir(root: Path, run: str, task: str, repeat: int) -> Path:
-    return root / "runs" / run / task / str(repeat)
+    """One run's folder under the results directory `root` (Layout.run_dir)."""
+    return Layout(root).run_dir(run, task, repeat)
 
 
 def run_record(root: Path, run: str, task: str, repeat: int) -> Path:
-    return run_dir(root, run, task, repeat) / "run.json"
+    """run.json of one run (Layout.run_record)."""
+    return Layout(root).run_record(run, task, repeat)
 
 
 def spec_path(root: Path, run: str) -> Path:
-    return root / "runs" / run / "spec.json"
+    """The settings a run was made with (Layout.run_spec)."""
+    return Layout(root).run_spec(run)

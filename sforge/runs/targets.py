@@ -34,13 +34,12 @@ def _script(spec: RunSpec) -> Path | None:
 def bundle_sentinel(pipe, run_id: str) -> str:
     spec = run_spec(pipe, run_id)
     agent = load_agent(spec.agent)
-    return str(pipe.layout.root / "agents" / agent.name /
-               f"{bundle_digest(agent, _script(spec))}.json")
+    return str(pipe.layout.agent_sentinel(agent.name, bundle_digest(agent, _script(spec))))
 
 
 def _known_specs(pipe) -> list[RunSpec]:
     out = [RunSpec.from_config(pipe.config["run"])] if pipe.config.get("run") else []
-    for path in sorted((pipe.layout.root / "runs").glob("*/spec.json")):
+    for path in sorted(pipe.layout.runs.glob("*/spec.json")):
         out.append(RunSpec.from_config(read_json(path)))
     return out
 

@@ -35,7 +35,7 @@ SWEEP_EVERY_S = 60.0
 
 
 def service_dir(pipe: Pipeline) -> Path:
-    return pipe.layout.root / "service"
+    return pipe.layout.service
 
 
 class Service:

@@ -78,7 +78,7 @@ class GameSessions:
         self.pipe = service.pipe
         self.state = service.state
         self.settings = games_settings(self.pipe.config)
-        self.dir = self.pipe.layout.root / "games"
+        self.dir = self.pipe.layout.games
         self.open: dict[str, Session] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
