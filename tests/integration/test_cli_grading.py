@@ -63,7 +63,8 @@ def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_clie
     old_judge = json.loads(sf.run("list", "--json").stdout)["tasks"][0]["judge"]
     (sf.bench / "tasks" / "alpha" / "judge" / "run.sh").write_text(
         (sf.bench / "tasks" / "alpha" / "judge" / "run.sh").read_text() + "# v2\n")
-    listed = sf.run("clean")
+    # clean under the configuration the results were graded with (its limits are in their keys)
+    listed = sf.run("clean", "--config", str(config))
     assert listed.returncode == 0, listed.stderr
     out = listed.stdout
     assert f"image      {old_judge}" in out
@@ -73,9 +74,10 @@ def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_clie
         assert f".judge.{current}:" not in out and f".base.{current}:" not in out
     assert "/evals/beta/" not in out
     assert docker_client.images.get(old_judge)  # listing removes nothing
-    removed = sf.run("clean", "--yes", check=True)
+    removed = sf.run("clean", "--yes", "--config", str(config), check=True)
     assert "removed" in removed.stdout
     assert not any(old_judge in t for img in docker_client.images.list() for t in img.tags)
     assert list((root / "evals" / "alpha").glob("*.json")) == []
     assert list((root / "evals" / "beta").glob("*.json"))  # beta's result stays
-    assert sf.run("clean", check=True).stdout.strip() == "sforge clean: nothing unreferenced"
+    assert sf.run("clean", "--config", str(config), check=True).stdout.strip() == \
+        "sforge clean: nothing unreferenced"
