@@ -167,6 +167,12 @@ class Layout:
         return self.root / "leaderboard.csv"
 
     @property
+    def leaderboard_repeats(self) -> Path:
+        """leaderboard_repeats.csv: per (agent, model), the mean over its repeats with a 95 %
+        interval, best-of-n and pass@k (sforge.scores.repeats); the report writes it."""
+        return self.root / "leaderboard_repeats.csv"
+
+    @property
     def leaderboard_md(self) -> Path:
         """The leaderboard as Markdown."""
         return self.root / "leaderboard.md"

@@ -1,5 +1,7 @@
 """Submission archives: the batch directory <submissions>/<source>/<task>/<name>.tar.gz
-(with an optional sidecar <name>.json) and the store that `sforge eval` fills."""
+(with an optional sidecar <name>.json) and the store that `sforge eval` fills: there an
+archive is named by its sha256, and its sidecar's `filename` keeps the name it was uploaded
+under, which the tables and the report show (shown_name)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from sforge.core.forking import fork_map
 log = logging.getLogger(__name__)
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-SIDECAR_FIELDS = ("submitted_at", "elapsed_s", "agent", "model")
+SIDECAR_FIELDS = ("submitted_at", "elapsed_s", "agent", "model", "filename")
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def _sidecar(path: Path | str) -> dict[str, Any]:
     if not isinstance(data, dict):
         return _bad_sidecar(path, f"expected a JSON object with {', '.join(SIDECAR_FIELDS)}")
     out = {k: data.get(k) for k in SIDECAR_FIELDS}
-    for key in ("submitted_at", "agent", "model"):
+    for key in ("submitted_at", "agent", "model", "filename"):
         if out[key] is not None and not isinstance(out[key], str):
             log.warning("sforge: warning: %s: [%s] expected a string; ignored", path, key)
             out[key] = None
@@ -93,6 +95,15 @@ def _sidecar(path: Path | str) -> dict[str, Any]:
                     "ignored", path)
         out["elapsed_s"] = None
     return out
+
+
+def shown_name(name: str, filename: object) -> str:
+    """The name the tables and the report give an archive: in the store, where `name` is its
+    sha256, the file name it was uploaded under (its sidecar's `filename`) with the hash's
+    first 12 digits (two uploads of one name stay apart); else `name` itself."""
+    if not isinstance(filename, str) or not filename:
+        return name
+    return f"{filename} · {name[:12]}"
 
 
 def _bad_sidecar(path: Path | str, why: str) -> dict[str, Any]:
@@ -161,7 +172,8 @@ def _folder_rows(source: str, task: str, folder: str, cache: HashCache | FolderH
         if on_rewritten is not None and cache.was_rewritten(path):
             on_rewritten(task)
         out.append((entry.path, RecordRow(
-            source, task, name, sha, meta.get("submitted_at"), meta.get("elapsed_s"),
+            source, task, shown_name(name, meta.get("filename")), sha,
+            meta.get("submitted_at"), meta.get("elapsed_s"),
             meta.get("agent"), meta.get("model"),
             result_of(task, sha) if result_of is not None else "", path)))
     return out
@@ -209,7 +221,8 @@ def store_archive(store: Path, source: str, task: str, src: IO[bytes],
                   submitted_at: str, meta: dict[str, Any] | None = None,
                   created: list[Path] | None = None) -> Submission:
     """Copy an archive into the store under its sha256 (content-addressed), with a sidecar
-    (submitted_at plus `meta`: elapsed_s, agent, model). The first submission's sidecar
+    (submitted_at plus `meta`: elapsed_s, agent, model, filename: the name it was uploaded
+    under). The first submission's sidecar
     stands: the tables keep one row per distinct archive per source. `created` gets the
     files that were not there before (a caller that then refuses the submission removes
     them)."""

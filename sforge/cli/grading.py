@@ -130,7 +130,8 @@ def add_eval(sub: Subcommands) -> None:
         "graded by the same judge and settings is not graded again.")
     p.add_argument("--task", "-t", required=True, metavar="ID")
     p.add_argument("--archive", "-a", required=True, metavar="PATH|-",
-                   help="the submission archive, or - for standard input")
+                   help="the submission archive, or - for standard input (a file's "
+                   "name is kept for the report)")
     p.add_argument("--json", action="store_true",
                    help="print exactly one JSON object on stdout (logs go to stderr)")
     p.add_argument("--source", default="manual", help="who submitted it (default: manual)")

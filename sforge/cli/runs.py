@@ -279,7 +279,9 @@ def add_run(sub: Subcommands) -> None:
                    help="the agent's wall clock (default: config run_timeout_s, 3600)")
     p.add_argument("--run-id", metavar="R", help="run id (default: <agent>-<UTC time>)")
     p.add_argument("--repeat", type=int, default=1, metavar="K",
-                   help="K independent runs per task, each its own source (default 1)")
+                   help="K independent runs per task, each its own source (default 1); "
+                   "`sforge report` pools them per agent and model: mean with a 95%% "
+                   "interval, best-of-K and pass@k (leaderboard_repeats.csv)")
     add_jobs_options(p)
     p.add_argument("--cpus", type=float, help="work container CPUs (default: the task's)")
     p.add_argument("--memory", help="work container memory, e.g. 4g (default: the task's)")

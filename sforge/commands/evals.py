@@ -127,8 +127,8 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
         path = Path(archive)
         if not path.is_file():
             raise SforgeError(f"{path}: archive not found")
-        with path.open("rb") as fh:
-            sub = store_archive(store, source, task.id, fh, now)
+        with path.open("rb") as fh:  # its file name is kept for the report (shown_name)
+            sub = store_archive(store, source, task.id, fh, now, {"filename": path.name})
     pipe.archive_hashes.note(sub.path, sub.sha256)  # hashed while stored: not read again to hash
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)

@@ -9,7 +9,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from sforge.grading.feedback import Detail
-from sforge.report.views import Cell, SubmissionView
+from sforge.report.views import Cell, SubmissionView, detail_failed, failed_first
 
 
 def table_html(table_id: str, header: list[str], rows: list[list[Cell]],
@@ -26,7 +26,8 @@ def table_html(table_id: str, header: list[str], rows: list[list[Cell]],
     for row in rows:
         out.append("<tr>")
         for i, c in enumerate(row):
-            out.append('<td class="text"' if i < text_cols else "<td")
+            out.append(('<td class="text src"' if c.color else '<td class="text"')
+                       if i < text_cols else "<td")
             if c.sort:
                 out.append(f' data-v="{e(c.sort)}"')
             if c.style:
@@ -73,8 +74,9 @@ def _detail_row(d: Detail) -> str:
             _DETAIL_ROWS.clear()
         e = _memo_escape
         score = "" if d.score is None else f"{d.score:.6g}"
+        row = '<tr class="failed-test">' if detail_failed(d) else "<tr>"
         out = _DETAIL_ROWS[key] = (
-            f'<tr><td class="text">{e(d.test)}</td><td class="text">{e(d.status)}</td>\n'
+            f'{row}<td class="text test">{e(d.test)}</td><td class="text">{e(d.status)}</td>\n'
             f'<td>{score}</td><td class="text long">{e(d.message)}</td></tr>\n')
     return out
 
@@ -113,10 +115,16 @@ def submission_html(index: int, s: SubmissionView) -> str:
     if f.error:
         out.append(f'<p class="failed">{e(f.error)}</p>')
     if f.details:
-        out.append('<div class="scroll"><table class="details">\n<thead><tr><th class="text">'
+        details = failed_first(f.details)
+        failed = sum(map(detail_failed, details))
+        out.append(f'<p class="note">{len(details)} tests, <span class="'
+                   f'{"failed" if failed else "valid"}">{failed} failed</span> (listed first)'
+                   f'</p>\n<input type="search" class="filter" placeholder="filter tests" '
+                   f'aria-label="filter the tests of submission {index}">\n'
+                   '<div class="scroll"><table class="details">\n<thead><tr><th class="text">'
                    'test</th><th class="text">status</th><th>score</th>\n<th class="text">'
                    "message</th></tr></thead>\n<tbody>\n")
-        out += map(_detail_row, f.details)
+        out += map(_detail_row, details)
         out.append("</tbody></table></div>\n")
     if f.metrics:
         out.append('<div class="scroll"><table class="metrics"><thead><tr><th class="text">'

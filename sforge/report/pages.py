@@ -64,6 +64,7 @@ from sforge.report.views import (
     invalid_rows,
     leaderboard_table,
     newest_invalid,
+    repeats_table,
     submission_views,
     task_facts,
     task_table,
@@ -71,6 +72,7 @@ from sforge.report.views import (
 from sforge.scores import not_valid_rows, read_best, read_budgets, read_leaderboard, read_scores
 from sforge.scores.cache import dump_bytes
 from sforge.scores.parts import PartsUpdate, index_entry
+from sforge.scores.repeats import PASS_K, SOLVED_AT, write_repeats
 from sforge.scores.tables import SCORES_COLUMNS, empty_table
 
 
@@ -79,7 +81,7 @@ def _page_key(bench: Benchmark, task: Task, rows: pd.DataFrame, colors: dict[str
     """Everything a task page shows, hashed: its rows, its result files (by stat), the task
     definition and the colours of its sources."""
     h = hashlib.sha256()
-    h.update(repr((__version__, task.id, task.name, task.version, task.score,
+    h.update(repr((__version__, PAGES_VERSION, task.id, task.name, task.version, task.score,
                    sorted(task.metadata.items(), key=str), bench.excluded(task),
                    sorted((s, colors.get(s)) for s in rows["source"].unique()))).encode())
     h.update(rows.to_csv(index=False).encode("utf-8", "surrogatepass"))
@@ -184,8 +186,11 @@ def environment() -> jinja2.Environment:
 def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, dict[str, Any]],
                  best: pd.DataFrame, board: pd.DataFrame, budgets: pd.DataFrame,
                  colors: dict[str, str], link: Linker) -> str:
-    """entries: task → index_entry of its rows of scores.csv."""
+    """entries: task → index_entry of its rows of scores.csv. Also writes
+    leaderboard_repeats.csv beside it (the repeats table it shows)."""
     sources = list(board["source"]) if len(board) else sorted(colors)
+    repeats = write_repeats(bench, board, best, link.layout.leaderboard_repeats)
+    repeats_header, repeats_rows = repeats_table(repeats)
     board_header, board_rows = leaderboard_table(bench, board, colors)
     task_header, task_rows = task_table(bench, best, entries, sources, colors, link)
     budget_header, budget_rows = budget_table(budgets, colors)
@@ -200,6 +205,9 @@ def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, d
         board_rows=board_rows,
         board_table=table_html("leaderboard-table", board_header, board_rows, 4),
         board_plot=leaderboard_svg(board, colors),
+        repeats_rows=repeats_rows if (repeats["repeats"] > 1).any() else [],
+        repeats_table=table_html("repeats-table", repeats_header, repeats_rows, 3),
+        solved_at=f"{SOLVED_AT:g}", pass_k=", ".join(map(str, PASS_K)),
         budget_rows=budget_rows,
         budget_table=table_html("budgets-table", budget_header, budget_rows, 1),
         budget_plot=budgets_svg(budgets, colors),
@@ -257,7 +265,8 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
     wanted = page_wants(benchmark, entries, update.fingerprints)
     render = pages_to_render(benchmark, root, wanted, pages, update.made)
     written: list[Path] = []
-    if render or update.changed or not out_html.is_file():
+    if render or update.changed or not out_html.is_file() \
+            or not link.layout.leaderboard_repeats.is_file():
         env = environment()
         best = read_best(best_csv)
         made = set(update.made)

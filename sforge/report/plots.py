@@ -25,10 +25,12 @@ import pandas as pd
 from sforge.benchmark.model import Task
 
 MAX_POINTS = 400  # points per source in a task plot; the box and the curve use them all
-WIDTH = 540  # viewBox units; pages scale it to at most 640 px (and down to a phone's width)
-FONT = 13  # tick labels one smaller: at 400 px wide still ≥ 7 px on screen
+BOX_MIN_POINTS = 5  # fewer valid scores of a source are drawn as points alone: no box
+WIDTH = 480  # viewBox units; pages scale it to at most 560 px (and down to a phone's width)
+FONT = 14  # tick labels one smaller: at 400 px wide (a 380 px figure) still ≥ 10 px
 INK, GRID, MUTED = "#222222", "#e3e3e3", "#777777"
-CHAR = 0.58  # average glyph width of sans-serif text, in font sizes (for label room)
+CHAR = 0.62  # a generous average glyph width of sans-serif text, in font sizes (label room)
+EDGE = 2.0  # the least room between a label and the figure's edge
 
 
 def _label(text: object, width: int = 24) -> str:
@@ -80,18 +82,30 @@ def tick_text(value: float, step: float) -> str:
 AXIS_LIMIT = 1e300
 
 
+def fitted_range(lo: float, hi: float, pad: float = 0.0) -> tuple[float, float]:
+    """An axis' ends for data from lo to hi: the data's own range widened by `pad` of its
+    span each side (a single value: ±5 % of it, or ±0.5 at 0), within ±AXIS_LIMIT. Not
+    stretched to round ticks: data 41–43 is not drawn on an axis from 0 to 50."""
+    lo, hi = (min(max(v, -AXIS_LIMIT), AXIS_LIMIT) if math.isfinite(v) else 0.0
+              for v in (lo, hi))
+    if hi > lo:
+        span = hi - lo
+        return lo - pad * span, hi + pad * span
+    half = abs(hi) * 0.05 or 0.5
+    return lo - half, hi + half
+
+
 class Axis:
     """A linear map from data to viewBox units, with its ticks. Nothing is drawn outside
-    the axis: a value beyond its ends (only ever one beyond AXIS_LIMIT) sits at the end."""
+    the axis: a value beyond its ends (only ever one beyond AXIS_LIMIT) sits at the end.
+    Without `ticks`, the axis spans fitted_range and its ticks are the round values
+    within it."""
 
     def __init__(self, lo: float, hi: float, start: float, end: float, pad: float = 0.0,
                  ticks: Sequence[float] | None = None):
         if ticks is None:
-            lo, hi = (min(max(v, -AXIS_LIMIT), AXIS_LIMIT) if math.isfinite(v) else 0.0
-                      for v in (lo, hi))
-            span = hi - lo if hi > lo else (abs(hi) or 1.0)
-            ticks = nice_ticks(lo - pad * span, hi + pad * span)
-            lo, hi = ticks[0], ticks[-1]
+            lo, hi = fitted_range(lo, hi, pad)
+            ticks = nice_ticks(lo, hi)
         self.lo, self.hi, self.start, self.end = lo, hi, start, end
         self._least, self._most = min(lo, hi), max(lo, hi)  # (a reversed axis: hi < lo)
         self.ticks = [t for t in ticks if lo - 1e-9 * abs(hi - lo) <= t <= hi + 1e-9 * abs(hi - lo)]
@@ -109,6 +123,22 @@ def _text(x: float, y: float, text: str, anchor: str = "start", size: int = FONT
           extra: str = "") -> str:
     return (f'<text x="{_n(x)}" y="{_n(y)}" font-size="{size}" text-anchor="{anchor}"'
             f'{extra}>{escape(text)}</text>')
+
+
+def _text_width(text: str, size: int = FONT - 1) -> float:
+    """The room a label takes, estimated generously (CHAR)."""
+    return CHAR * size * len(text)
+
+
+def _xtick(x: float, y: float, text: str) -> str:
+    """An x tick label centred under its tick, moved in from the figure's edge when it
+    would stick out (it ends at the edge then)."""
+    half = _text_width(text) / 2
+    if x + half > WIDTH - EDGE:
+        return _text(WIDTH - EDGE, y, text, "end")
+    if x - half < EDGE:
+        return _text(EDGE, y, text, "start")
+    return _text(x, y, text, "middle")
 
 
 def _svg(width: float, height: float, body: Iterable[str]) -> str:
@@ -129,19 +159,28 @@ def _frame(x: Axis, y: Axis, xlabel: str, ylabel: str | None, xgrid: bool = True
                 f'stroke="{GRID}"/>' for t in y.ticks]
     out.append(f'<rect x="{_n(left)}" y="{_n(top)}" width="{_n(right - left)}" '
                f'height="{_n(bottom - top)}" fill="none" stroke="{MUTED}"/>')
-    out += [_text(x(t), bottom + FONT + 3, s, "middle") for t, s in x.labels()]
+    out += [_xtick(x(t), bottom + FONT + 3, s) for t, s in x.labels()]
     if yticks:
         out += [_text(left - 5, y(t) + FONT * 0.35, s, "end") for t, s in y.labels()]
     out.append(_text((left + right) / 2, bottom + 2 * FONT + 9, xlabel, "middle", FONT))
     if ylabel:
         cy = (top + bottom) / 2
-        out.append(_text(13, cy, ylabel, "middle", FONT,
-                         f' transform="rotate(-90 13 {_n(cy)})"'))
+        out.append(_text(YLABEL_X, cy, ylabel, "middle", FONT,
+                         f' transform="rotate(-90 {YLABEL_X} {_n(cy)})"'))
     return out
 
 
+YLABEL_X = FONT  # the rotated y axis label's baseline; tick labels stay right of it
+
+
 def _tick_room(labels: Iterable[str], size: int = FONT - 1) -> float:
-    return CHAR * size * max((len(s) for s in labels), default=3) + 10
+    return max((_text_width(s, size) for s in labels), default=3 * CHAR * size) + 10
+
+
+def _left_of(y: Axis) -> float:
+    """The plot area's left edge for a y axis with a rotated label: room for its widest
+    tick label (ticks at 5 units left of the edge) right of that label."""
+    return YLABEL_X + 8 + _tick_room(s for _, s in y.labels())
 
 
 def _legend(entries: Sequence[tuple[str, str]], y0: float) -> tuple[list[str], float]:
@@ -149,7 +188,7 @@ def _legend(entries: Sequence[tuple[str, str]], y0: float) -> tuple[list[str], f
     out: list[str] = []
     x, y = 10.0, y0
     for label, color in entries:
-        w = 22 + CHAR * (FONT - 1) * len(label) + 14
+        w = 22 + _text_width(label) + 14
         if x + w > WIDTH - 5 and x > 10:
             x, y = 10.0, y + FONT + 6
         out.append(f'<rect x="{_n(x)}" y="{_n(y - FONT + 3)}" width="14" height="8" '
@@ -247,8 +286,8 @@ def budgets_svg(budgets: pd.DataFrame, colors: dict[str, str]) -> str | None:
     if budgets.empty:
         return None
     hours = budgets["budget_h"].to_numpy(dtype="float64")
-    x = Axis(float(hours.min()), float(hours.max()), 50, WIDTH - 12, pad=0.03)
     y = Axis(0, 100, 12 + 200, 12, ticks=[0, 20, 40, 60, 80, 100])
+    x = Axis(float(hours.min()), float(hours.max()), _left_of(y), WIDTH - 12, pad=0.03)
     out = _frame(x, y, "agent time budget (hours)", "mean score")
     legend = []
     for source, rows in budgets.groupby("source", sort=True):
@@ -301,12 +340,13 @@ def task_time_svg(task: Task, rows: pd.DataFrame | TaskPoints, colors: dict[str,
     y_of = [v if isinstance(v, float) else math.nan for v in pts.cols["rescaled"]] \
         if rescaled else score
     better = min if task.score.direction == "minimize" else max
-    x = Axis(0.0, max(elapsed[i] for i in timed) / 3600 or 1.0, 62, WIDTH - 12)
     if rescaled:
         y = Axis(-3, 103, 12 + 190, 12, ticks=[0, 20, 40, 60, 80, 100])
     else:
         lo, hi = _finite_range([y_of[i] for i in timed])
-        y = Axis(lo, hi, 12 + 190, 12, pad=0.03)
+        y = Axis(lo, hi, 12 + 190, 12, pad=0.05)
+    x = Axis(0.0, max(elapsed[i] for i in timed) / 3600 or 1.0, _left_of(y), WIDTH - 12,
+             pad=0.03)
     out = _frame(x, y, "agent time (hours)", "rescaled (0–100)" if rescaled else "raw score")
     legend = []
     parts: dict[str, list[int]] = {}
@@ -355,10 +395,24 @@ def _box(values: np.ndarray) -> tuple[float, float, float, float, float]:
     return low, q1, med, q3, high
 
 
+def _box_marks(x: Axis, cy: float, row: float, values: np.ndarray) -> str:
+    """A box plot of `values` on the row centred at cy (_box's whiskers)."""
+    low, q1, med, q3, high = (x(v) for v in _box(values))
+    h = row * 0.25
+    return (f'<g style="fill: none; stroke: {MUTED}">'
+            f'<rect x="{_n(q1)}" y="{_n(cy - h)}" width="{_n(q3 - q1)}" height="{_n(2 * h)}"/>'
+            f'<path d="M{_n(low)} {_n(cy)}H{_n(q1)}M{_n(q3)} {_n(cy)}H{_n(high)}'
+            f'M{_n(low)} {_n(cy - h / 2)}V{_n(cy + h / 2)}'
+            f'M{_n(high)} {_n(cy - h / 2)}V{_n(cy + h / 2)}"/></g>'
+            f'<path d="M{_n(med)} {_n(cy - h)}V{_n(cy + h)}" '
+            f'style="fill: none; stroke: {INK}; stroke-width: 1.5"/>')
+
+
 def task_distribution_svg(task: Task, rows: pd.DataFrame | TaskPoints,
                           colors: dict[str, str]) -> str | None:
-    """Valid raw scores per source: a box over all of them, a jittered point per submission
-    (at most MAX_POINTS per source) with its tooltip."""
+    """Valid raw scores per source: a box over all of them (from BOX_MIN_POINTS scores on;
+    fewer are points alone), a jittered point per submission (at most MAX_POINTS per
+    source) with its tooltip. The axis spans the scores' own range, padded."""
     pts = _points(rows)
     if not pts.scored:
         return None
@@ -373,24 +427,16 @@ def task_distribution_svg(task: Task, rows: pd.DataFrame | TaskPoints,
     top = 10.0
     bottom = top + row * len(sources)
     lo, hi = _finite_range([score[i] for i in pts.scored])
-    x = Axis(lo, hi, left, WIDTH - 12, pad=0.03)
+    x = Axis(lo, hi, left, WIDTH - 12, pad=0.05)
     y = Axis(0, len(sources), bottom, top, ticks=[])
     better = "lower" if task.score.direction == "minimize" else "higher"
     out = _frame(x, y, f"valid raw score ({better} is better)", None, yticks=False)
     rng = np.random.default_rng(0)
     for i, (source, label) in enumerate(zip(sources, labels, strict=True)):
         cy = top + row * (i + 0.5)
-        low, q1, med, q3, high = (x(v) for v in _box(np.array([score[k] for k in mine[source]],
-                                                              dtype="float64")))
-        h = row * 0.25
-        out.append(f'<g style="fill: none; stroke: {MUTED}">'
-                   f'<rect x="{_n(q1)}" y="{_n(cy - h)}" width="{_n(q3 - q1)}" '
-                   f'height="{_n(2 * h)}"/>'
-                   f'<path d="M{_n(low)} {_n(cy)}H{_n(q1)}M{_n(q3)} {_n(cy)}H{_n(high)}'
-                   f'M{_n(low)} {_n(cy - h / 2)}V{_n(cy + h / 2)}'
-                   f'M{_n(high)} {_n(cy - h / 2)}V{_n(cy + h / 2)}"/></g>'
-                   f'<path d="M{_n(med)} {_n(cy - h)}V{_n(cy + h)}" '
-                   f'style="fill: none; stroke: {INK}; stroke-width: 1.5"/>')
+        if len(mine[source]) >= BOX_MIN_POINTS:
+            out.append(_box_marks(x, cy, row, np.array([score[k] for k in mine[source]],
+                                                       dtype="float64")))
         shown = _sample(mine[source])
         jitter = rng.uniform(-0.3, 0.3, len(shown)) * row
         color = colors.get(source, "#333333")

@@ -4,6 +4,8 @@ their imports. Also the source colours, which a page's state includes."""
 
 from __future__ import annotations
 
+import colorsys
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,16 +16,24 @@ from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Benchmark
 from sforge.scores.cache import load_bytes
 
-PAGES_VERSION = "1"
-# tab20, reordered so the first ten are tab10: sources keep one colour on every page
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-           "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
-           "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
+PAGES_VERSION = "2"
+
+
+def source_color(source: str) -> str:
+    """A source's colour, from a hash of its name alone: the same in every report, whatever
+    other sources it has (a colour by position shifted when one was added). A hue from the
+    hash, at a saturation and lightness that read on white and under black text."""
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+    hue = int.from_bytes(digest[:2], "big") * 360 / 65536
+    lightness = 0.38 + digest[2] / 255 * 0.14  # 38–52 %
+    saturation = 0.55 + digest[3] / 255 * 0.3  # 55–85 %
+    r, g, b = colorsys.hls_to_rgb(hue / 360, lightness, saturation)
+    return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))
 
 
 def source_colors(sources: Sequence[str]) -> dict[str, str]:
-    """One colour per source, the same on every page and plot of a report (sorted names)."""
-    return {s: PALETTE[i % len(PALETTE)] for i, s in enumerate(sorted(set(sources)))}
+    """One colour per source, the same on every page and plot (source_color)."""
+    return {s: source_color(s) for s in sorted(set(sources))}
 
 
 def entry_colors(entries: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -50,7 +60,7 @@ def stored_pages(root: Path) -> dict[str, Any]:
 def page_wants(benchmark: Benchmark, entries: dict[str, dict[str, Any]],
                fingerprints: dict[str, str | None]) -> dict[str, list[Any]]:
     """task → what its page is made from: its folder fingerprint, sforge's version and its
-    sources with their colours (a source added or gone elsewhere shifts them)."""
+    sources with their colours."""
     colors = entry_colors(entries)
     return {t: [fingerprints.get(t), __version__,
                 [[s, colors[s]] for s in (entries[t]["sources"] if t in entries else [])]]

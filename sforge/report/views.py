@@ -15,7 +15,7 @@ import pandas as pd
 
 from sforge.benchmark.layout import REPORT_PAGES, Layout
 from sforge.benchmark.model import Benchmark, Task
-from sforge.grading.feedback import Feedback, read_feedback
+from sforge.grading.feedback import Detail, Feedback, read_feedback
 from sforge.report.plots import hours_text
 from sforge.report.state import page_name, quote_name
 from sforge.scores import category_columns, newest_first
@@ -104,6 +104,26 @@ class SubmissionView:
     model: str
     links: Links
     feedback: Feedback = field(default_factory=Feedback)
+
+
+# A test of a grader's details counts as failed unless its status is one of these (any case):
+# FAILED, ERROR, TIMEOUT, a grader's own word for it ("wrong", "crashed") all count.
+NOT_FAILED_STATUSES = frozenset({"passed", "pass", "ok", "success", "succeeded", "skipped",
+                                 "skip"})
+
+
+def detail_failed(d: Detail) -> bool:
+    """Whether a per-test detail is a failure, which a task page lists first and highlights:
+    a status not in NOT_FAILED_STATUSES, or, without a status, a score of 0."""
+    status = d.status.strip().lower()
+    if not status:
+        return d.score is not None and d.score <= 0
+    return status not in NOT_FAILED_STATUSES
+
+
+def failed_first(details: list[Detail]) -> list[Detail]:
+    """A submission's details with the failed tests first, each part in the grader's order."""
+    return sorted(details, key=lambda d: not detail_failed(d))
 
 
 # --------------------------------------------------------------------------- links
@@ -197,6 +217,27 @@ def task_table(bench: Benchmark, best: pd.DataFrame, entries: dict[str, dict[str
                                 _shade(r["rescaled"]),
                                 title=f"{source}: raw {_raw(r['score'])} · {r['name']}"))
         rows.append(row)
+    return header, rows
+
+
+def repeats_table(repeats: pd.DataFrame) -> tuple[list[str], list[list[Cell]]]:
+    """The index's repeats table (sforge.scores.repeats): header and rows."""
+    passes = [c for c in repeats.columns if c.startswith("pass@")]
+    header = ["agent", "model", "sources", "n", "mean", "95% CI", "best-of-n", *passes]
+    rows = []
+    for rec in repeats.to_dict("records"):
+        ci = "" if pd.isna(rec["ci95_low"]) else \
+            f"{_fmt(rec['ci95_low'])} – {_fmt(rec['ci95_high'])}"
+        rows.append([
+            Cell(_fmt(rec["agent"])), Cell(_fmt(rec["model"])),
+            Cell(_fmt(rec["sources"]).replace(",", ", ")),
+            Cell(str(rec["repeats"]), str(rec["repeats"])),
+            Cell(_fmt(rec["mean"]), _fmt(rec["mean"], 9), _shade(rec["mean"]),
+                 title="" if pd.isna(rec["sd"]) else f"sd {_fmt(rec['sd'])}"),
+            Cell(ci, _fmt(rec["ci95_low"], 9)),
+            Cell(_fmt(rec["best_of_n"]), _fmt(rec["best_of_n"], 9), _shade(rec["best_of_n"])),
+            *[Cell(_fmt(rec[c], 3), _fmt(rec[c], 9)) for c in passes],
+        ])
     return header, rows
 
 

@@ -50,7 +50,7 @@ def _task_categories(bench: Benchmark) -> pd.Series:
                       for t in bench.ranked_tasks.values()}, dtype="str")
 
 
-def _grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
+def score_grid(bench: Benchmark, best: pd.DataFrame, sources: pd.Index) -> pd.DataFrame:
     """sources × every ranked task → rescaled best, 0 where none (see module doc)."""
     tasks = pd.Index(list(bench.ranked_tasks), dtype="str")
     grid = np.zeros((len(sources), len(tasks)))
@@ -66,7 +66,7 @@ def mean_scores(bench: Benchmark, best: pd.DataFrame, sources: pd.Index,
                 categories: bool = True) -> pd.DataFrame:
     """Per source: overall mean, per-category means (unless not wanted: a budget's row has
     none, and they were most of its cost) and tasks with a valid result."""
-    grid = _grid(bench, best, sources)
+    grid = score_grid(bench, best, sources)
     out = pd.DataFrame(index=sources)
     ranked = bench.ranked_tasks
     out["score"] = grid.mean(axis=1) if len(ranked) else np.nan

@@ -18,16 +18,19 @@ EVIL = '<script>alert("x")</script>&co'
 TOO_BIG = "archive exceeds 10000 members"
 
 
-def make_tables(bench: Benchmark, root: Path, rows: list[tuple]) -> Layout:
+def make_tables(bench: Benchmark, root: Path, rows: list[tuple],
+                names: list[str] | None = None) -> Layout:
     """rows: (source, task, score, valid, elapsed_s[, reason]) → result files, judge logs and
-    the four CSVs in one results folder, as the rules make them."""
+    the four CSVs in one results folder, as the rules make them; submission i is named
+    names[i] (default s<i>)."""
     layout = Layout(root)
     records = []
     for i, (source, task, score, valid, elapsed, *rest) in enumerate(rows):
         sha = hashlib.sha256(f"{i}".encode()).hexdigest()
         key = sha[:20]
         path = layout.eval_result(task, key)
-        records.append((Submission(source=source, task=task, name=f"s{i}", path=root / "x",
+        records.append((Submission(source=source, task=task,
+                                   name=names[i] if names else f"s{i}", path=root / "x",
                                    sha256=sha, elapsed_s=elapsed, agent="agent"), path))
         if path.exists():  # as in a real results folder: a result, once written, stays
             continue

@@ -37,6 +37,8 @@ def test_eval_json_stores_and_does_not_regrade(minibench, tmp_path):
     stored = list((minibench.results / minibench.name / "submissions" / "agent-x" / "alpha")
                   .glob("*.tar.gz"))
     assert [p.name for p in stored] == [f"{out['submission']}.tar.gz"]
+    sidecar = json.loads(stored[0].with_name(f"{out['submission']}.json").read_text())
+    assert sidecar["filename"] == "sub.tar.gz"  # the upload's name, for the report
     before = results_of(minibench)
     assert len(before) == 1
     again = minibench.run("eval", "--task", "alpha", "--archive", "-", "--json",

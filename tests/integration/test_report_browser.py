@@ -16,7 +16,7 @@ import pytest
 
 from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Benchmark
-from tests.helpers.report_tables import EVIL, TOO_BIG, sample_report
+from tests.helpers.report_tables import EVIL, SAMPLE, TOO_BIG, make_tables, sample_report, write
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +45,32 @@ window.addEventListener("load", function () {
   document.querySelectorAll("svg.plot text").forEach(function (t) {
     var h = t.getBoundingClientRect().height; if (h > 0 && h < least) { least = h; } });
   out["min-text-px"] = String(least);
+  // SVG text outside its figure (clipped): each text's box on screen within its svg's
+  var clipped = [];
+  document.querySelectorAll("svg.plot").forEach(function (svg) {
+    var box = svg.getBoundingClientRect();
+    svg.querySelectorAll("text").forEach(function (t) {
+      var r = t.getBoundingClientRect();
+      if (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5
+          || r.bottom > box.bottom + 0.5) { clipped.push(t.textContent); } }); });
+  out["clipped-text"] = clipped.join(" | ") || "none";
+  out["svg-texts"] = String(document.querySelectorAll("svg.plot text").length);
+  // tables wider than the page scroll inside their own container
+  var spill = [];
+  document.querySelectorAll("table").forEach(function (t) {
+    var wrap = t.closest(".scroll");
+    if (t.getBoundingClientRect().right > d.clientWidth + 0.5
+        && !(wrap && wrap.clientWidth <= d.clientWidth)) { spill.push(t.id || t.className); } });
+  out["spilled-tables"] = spill.join(" | ") || "none";
+  // a filter box hides the rows without its text
+  var box = document.querySelector("input.filter");
+  if (box) {
+    var table = box.nextElementSibling.querySelector("table");
+    var before = table.querySelectorAll("tbody tr:not([hidden])").length;
+    box.value = "FAILED"; box.dispatchEvent(new Event("input"));
+    out["filter-rows"] = before + ">" + table.querySelectorAll("tbody tr:not([hidden])").length;
+    box.value = ""; box.dispatchEvent(new Event("input"));
+  }
   function texts(sel) { return Array.prototype.map.call(document.querySelectorAll(sel),
     function (e) { return e.textContent.trim(); }).join(" | "); }
   function attr(sel, name) { var e = document.querySelector(sel);
@@ -71,6 +97,22 @@ window.addEventListener("message", function (e) {{
   document.body.appendChild(div);
 }});
 </script></body></html>"""
+
+
+def shoot(page: Path, profile: Path, width: int, png: Path) -> None:
+    """A screenshot of `page` in a `width` px viewport (the harness' iframe) to `png`."""
+    harness = page.with_name(f".shot-{page.name}")
+    harness.write_text(HARNESS.replace("height:900px", "height:2400px")
+                       .format(src=page.name, width=width))
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+           "--no-first-run", "--disable-background-networking", "--disable-component-update",
+           "--disable-sync", "--hide-scrollbars", f"--window-size={max(width, 500)},2400",
+           f"--user-data-dir={profile}", "--virtual-time-budget=5000",
+           f"--screenshot={png}", harness.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    harness.unlink()
+    assert proc.returncode == 0 and png.is_file() and png.stat().st_size > 1000, \
+        proc.stderr[-2000:]
 
 
 def browse(page: Path, profile: Path, width: int = 400) -> str:
@@ -107,7 +149,7 @@ def test_pages_in_headless_chromium_at_400px(pages, tmp_path):
     assert int(probe(dom, "scroll-width")) <= int(probe(dom, "client-width")) <= 400
     assert TOO_BIG in probe(dom, "reasons") and "summary of s2" in probe(dom, "reasons")
     assert float(probe(dom, "min-text-px")) >= 7  # plot text still legible at 400 px
-    assert probe(dom, "sortable-ready") == "4"  # the inline script ran on every table
+    assert probe(dom, "sortable-ready") == "5"  # the inline script ran on every table
     assert probe(dom, "board-sources") == f"alpha | beta | {EVIL}"  # as text, not markup
     # a link of the invalid section resolves, and the task page it leads to renders too
     result = probe(dom, "result-href")
@@ -120,3 +162,36 @@ def test_pages_in_headless_chromium_at_400px(pages, tmp_path):
     assert TOO_BIG in probe(task, "reasons")
     assert float(probe(task, "min-text-px")) >= 7
     assert (pages.root / "report" / probe(task, "result-href")).resolve().is_file()
+
+
+# Six repeats of one source on piece_task (raw scores around 4e10: long tick labels) and a
+# hostile-named source with one point: a box for the first, points alone for the other.
+RICH = [*SAMPLE, *[("run-long-name-0", "piece_task", 43623268300.0 + 1e9 * i, True, 600.0 * i)
+                   for i in range(6)]]
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
+                    "(Debian: apt-get install -y chromium)")
+@pytest.mark.parametrize("width", [1280, 400])
+def test_screenshots_fit_the_width_with_no_clipped_plot_text(bench, tmp_path, width):
+    layout = make_tables(bench, tmp_path / "results", RICH)
+    write(bench, layout)
+    profile = tmp_path / "chromium-profile"
+    for page in (layout.report, layout.root / "report" / "piece_task.html",
+                 layout.root / "report" / "max_task.html"):
+        shoot(page, profile, width, tmp_path / f"{page.stem}-{width}.png")
+        dom = browse(page, profile, width)
+        assert probe(dom, "errors") == "none", page
+        assert int(probe(dom, "scroll-width")) <= width, page  # no page-wide overflow
+        assert probe(dom, "spilled-tables") == "none", page
+        assert int(probe(dom, "svg-texts")) > 10, page
+        assert probe(dom, "clipped-text") == "none", page
+        if width == 400:
+            assert float(probe(dom, "min-text-px")) >= 9.5, page  # legible on a phone
+        if page.stem != "report":  # a task page: the filter box leaves the failed tests
+            assert probe(dom, "filter-rows") == "2>1", page
+    piece = (layout.root / "report" / "piece_task.html").read_text()
+    assert piece.count('<g style="fill: none; stroke:') == 1  # a box for six points only
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(
+        f"{n}-{width}.png" for n in ("report", "piece_task", "max_task"))

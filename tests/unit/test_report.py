@@ -165,7 +165,7 @@ def test_a_table_is_sortable_markup_with_every_cell_escaped():
         in html
     assert ('<tr><td class="text" data-v="t&lt;1&gt;" title="a &#34;q&#34; &amp; b">'
             '<a href="report/t%3C1%3E.html">&lt;script&gt;') in html and EVIL not in html
-    assert ('<td class="text" data-v="-1" style="background:#fbe3e3"><span class="sw" '
+    assert ('<td class="text src" data-v="-1" style="background:#fbe3e3"><span class="sw" '
             'style="background:#1f77b4"></span>x&amp;y</td><td data-v="3">3</td></tr>\n') in html
     assert html.endswith("</tbody>\n</table>\n</div>")
     assert str(table_html("e", ["a"], [], 1)).count("<tr>") == 1  # the header only
