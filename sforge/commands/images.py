@@ -27,7 +27,7 @@ from sforge.plan.planner import (
     presence,
     verify_sentinels,
 )
-from sforge.workflow.targets import make_image_target
+from sforge.workflow import targets
 
 _STATE = {"none": "built", "record": "record", "build": "build"}
 
@@ -133,7 +133,7 @@ def make_images(pipe: Pipeline, refs: list[ImageRef], ex: Execution, *, force: b
     todo = [d.ref for d in decisions if d.action != "none"]
     for d in decisions:
         if d.action == "record":
-            make_image_target(pipe, pipe.sentinel(d.ref), push=push, found=found)
+            targets.make_image_target(pipe, pipe.sentinel(d.ref), push=push, found=found)
     pending = [r for r in todo if not pipe.sentinel(r).exists()]
     if pending:
         if not quiet:
@@ -157,7 +157,7 @@ def build_independent(pipe: Pipeline, refs: list[ImageRef], jobs: int, *, force:
 
     def one(ref: ImageRef) -> None:
         try:
-            make_image_target(pipe, pipe.sentinel(ref), force=force, push=push)
+            targets.make_image_target(pipe, pipe.sentinel(ref), force=force, push=push)
         except SforgeError as exc:  # listed with its log tail by the caller
             say(str(exc))
 
