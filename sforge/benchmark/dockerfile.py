@@ -17,6 +17,7 @@ from sforge.benchmark.images import BASE_ARG, WORK_ARG  # noqa: F401 (the names 
 
 @dataclass
 class Heredoc:
+    """A heredoc of a Dockerfile instruction: its delimiter, where it opens, its lines."""
     word: str                          # the delimiter, as in `<<EOT`
     line: int                          # line of the instruction that opens it
     body: list[tuple[int, str]]        # (line, text) of each body line

@@ -14,6 +14,7 @@ from sforge.core.errors import DefinitionError
 
 @dataclass(frozen=True)
 class MetadataRule:
+    """A metadata key every task of the benchmark must set, and what its value may be."""
     key: str
     values: tuple[str, ...] = ()        # allowed values; () = any non-empty string
     pattern: str | None = None          # a regular expression the whole value must match
@@ -22,6 +23,7 @@ class MetadataRule:
 
 @dataclass(frozen=True)
 class HouseRules:
+    """The benchmark's `[check]` table: NOTES.md sections and metadata rules of its tasks."""
     notes_sections: tuple[str, ...] = ()
     metadata: tuple[MetadataRule, ...] = field(default_factory=tuple)
 

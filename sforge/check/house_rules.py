@@ -17,6 +17,7 @@ Add = Callable[[Finding], None]
 
 def check_house_rules(rules: HouseRules, task_dir: Path, data: dict[str, Any],
                       lines: dict[str, int], add: Add) -> None:
+    """Report, through `add`, each house rule of the benchmark the task breaks."""
     for rule in rules.metadata:
         _check_key(rule, task_dir / "task.toml", data, lines, add)
     if rules.notes_sections:

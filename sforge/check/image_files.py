@@ -18,6 +18,7 @@ class ChunkReader:
         self._buf = b""
 
     def read(self, n: int = -1) -> bytes:
+        """Up to `n` bytes (all that is left when `n` < 0), pulling chunks as needed."""
         while n < 0 or len(self._buf) < n:
             chunk = next(self._chunks, None)
             if chunk is None:

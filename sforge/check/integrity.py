@@ -55,6 +55,7 @@ class Graded:
     archive: Path
 
     def says(self, task: Task) -> str:
+        """The verdict in words: INVALID with its reason, or the score and its rescaled value."""
         if not self.valid:
             return f"INVALID ({self.why})" if self.why else "INVALID"
         scaled = rescaled(task, self.valid, self.score)

@@ -45,6 +45,7 @@ class Hidden:
     by_name: dict[str, list[tuple[str, Path]]] = field(default_factory=dict)
 
     def add(self, path: Path, rel: str | None = None) -> None:
+        """Remember a hidden file by content (unless tiny) and, given `rel`, by its path."""
         size = path.stat().st_size
         if size < MIN_BYTES:
             return

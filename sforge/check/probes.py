@@ -71,6 +71,7 @@ class Workspace:
         self.dirs: set[str] = set()
 
     def add(self, member: tarfile.TarInfo, data: bytes | None) -> None:
+        """Take an exported member if it lies under cwd, renamed relative to it."""
         name = posixpath.normpath(member.name).lstrip("./")
         if not name.startswith(self.prefix):
             return
@@ -86,6 +87,7 @@ class Workspace:
         self.members.append((m, data if m.isreg() else None))
 
     def archive(self) -> bytes:
+        """The workspace as a submission archive (.tar.gz), the same bytes every time."""
         return packed(self.members)
 
 
@@ -171,6 +173,7 @@ def probes(task: Task, dirs: set[str], max_bytes: int) -> Iterator[Probe]:
 
 # -- verdicts ---------------------------------------------------------------------------
 def rescaled(task: Task, valid: bool, score: float | None) -> float | None:
+    """The 0–100 score of a probe's result, or None when it is invalid or unscored."""
     return rescale(task.score.rescale, score) if valid and score is not None else None
 
 

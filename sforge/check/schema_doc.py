@@ -30,6 +30,7 @@ _FENCE = {".toml": "toml", ".py": "python", ".md": "markdown", ".sh": "sh"}
 
 @dataclasses.dataclass
 class Row:
+    """One field of a schema as a row of the guide's field table."""
     field: str
     kind: str
     required: bool
@@ -89,6 +90,7 @@ def rows(schema: dict[str, Any], prefix: str = "", section: str | None = None
 
 
 def table(schema_file: str) -> str:
+    """The Markdown field table of one schema file, in the schema's field order."""
     schema = safe_yaml((PACKAGE_DIR / schema_file).read_text())
     out = ["| field | type | required | default | meaning |", "|---|---|---|---|---|"]
     for r in rows(schema):
@@ -120,6 +122,7 @@ def render(doc: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Rewrite the guide's generated parts; with --check, exit 1 when they are out of date."""
     parser = argparse.ArgumentParser(prog="python -m sforge.check.schema_doc",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",

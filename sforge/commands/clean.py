@@ -39,6 +39,7 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 @dataclass(frozen=True)
 class Garbage:
+    """One thing `sforge clean` would remove: its kind, tag or path, why, and its size."""
     kind: str  # image, sentinel, build log, result, archive, temp file
     what: str  # a tag or a path
     why: str
@@ -122,6 +123,7 @@ def _claim_held(path: Path) -> bool:
 
 
 def find_images(pipe: Pipeline, engine: ContainerEngine) -> list[Garbage]:
+    """The benchmark's images on the daemon that no current task or result refers to."""
     current, broken = _current_digests(pipe), _broken_names(pipe)
     out = []
     for tag, size in sorted(engine.tags_with_prefix(f"{pipe.bench.name}.").items()):

@@ -41,6 +41,7 @@ NONCE = "nonce.json"
 
 @dataclass
 class Check:
+    """One check's outcome on one node, with the fix to print when it failed."""
     node: str
     check: str
     ok: bool
@@ -50,6 +51,7 @@ class Check:
 
 # what one machine checks of itself ------------------------------------------------------
 def python_check(node: str) -> Check:
+    """The Python and sforge this node runs; fails never, but warns of a venv linking out."""
     exe = Path(sys.executable)
     real = exe.resolve()
     detail = f"Python {platform.python_version()}, sforge {__version__}, {exe}"
@@ -66,6 +68,7 @@ _REACH_DOCKER = ("start dockerd on {node} and let this user reach it (docker gro
 
 
 def docker_check(node: str) -> Check:
+    """Whether this node reaches its Docker daemon, with the daemon's name and version."""
     try:
         info = engine().info()
     except EngineError as exc:
@@ -148,6 +151,7 @@ def results_check(pipe: Pipeline, node: str, run: str | None) -> Check:
 
 def machine_checks(pipe: Pipeline, node: str, run: str | None = None, *,
                    builds_here: bool = True) -> list[Check]:
+    """Every check of one machine: Python, Docker, judge images and the results directory."""
     return [python_check(node), docker_check(node),
             images_check(pipe, node, builds_here=builds_here),
             results_check(pipe, node, run)]
@@ -333,6 +337,7 @@ def doctor(pipe: Pipeline, profile: str | None, execution) -> list[Check]:
 
 
 def table(checks: list[Check]) -> str:
+    """The checks as a text table, one row per node and check, long cells wrapped."""
     from tabulate import tabulate
 
     rows = [(c.node, c.check, "OK" if c.ok else "FAIL", c.detail, c.fix) for c in checks]

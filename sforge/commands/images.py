@@ -101,6 +101,7 @@ class BuildOutcome:
 
     @property
     def made(self) -> list[ImageRef]:
+        """The images that were to be made and were made."""
         return [r for r in self.todo if r not in self.failed]
 
 

@@ -26,6 +26,7 @@ class RepeatOutcome:
 
     @property
     def differ(self) -> bool:
+        """Whether the repeats disagree on validity or score (a flaky judge)."""
         return len({(v, s) for v, s, _ in self.verdicts}) > 1
 
 

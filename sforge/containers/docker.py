@@ -63,6 +63,7 @@ class RegistryMixin:
             raise _registry_error("checking", remote, exc) from None
 
     def push(self, local: str, remote: str) -> None:
+        """Tag `local` as `remote`, push it, drop the extra tag; RegistryError when refused."""
         import docker.errors
 
         repo, tag = remote.rsplit(":", 1)
@@ -79,6 +80,7 @@ class RegistryMixin:
                 api.remove_image(remote, noprune=True)  # keep only the local name
 
     def pull(self, remote: str, local: str) -> None:
+        """Pull `remote` and keep it only under the tag `local`; RegistryError when refused."""
         import docker.errors
 
         repo, tag = remote.rsplit(":", 1)
@@ -110,6 +112,7 @@ class DockerEngine(RegistryMixin, DockerContainers, ContainerEngine):
 
     @functools.cached_property
     def client(self):
+        """The Docker SDK client, made and pinged once; InfrastructureError without a daemon."""
         if self._client is not None:
             return self._client
         import docker  # imported late: `sforge list` and the Snakefile parse need no daemon

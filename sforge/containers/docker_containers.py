@@ -39,9 +39,11 @@ class DockerContainers:
 
     @property
     def daemon(self) -> str:
+        """Where the daemon is, for messages: its socket path or URL."""
         return self.http.daemon
 
     def info(self) -> dict[str, Any]:
+        """The daemon's /info record (Name, ServerVersion, DockerRootDir, …)."""
         try:
             return dict(self.api_json("GET", "/info"))
         except engine_http.HttpError as exc:
@@ -49,10 +51,12 @@ class DockerContainers:
 
     @property
     def shares_files(self) -> bool:
+        """True over a Unix socket (a local daemon sees this machine's paths), False over TCP."""
         return self.http.socket_path is not None
 
     @property
     def bounds_writable(self) -> bool:
+        """Whether the daemon's storage driver accepted a size bound on a writable layer so far."""
         return self._storage_opt_supported()
 
     def api_json(self, method: str, path: str, params: dict[str, Any] | None = None,
@@ -77,6 +81,7 @@ class DockerContainers:
             raise EngineError(str(exc)) from None
 
     def create_container(self, spec: ContainerSpec) -> str:
+        """Create (not start) a container from `spec`; → its id. Raises ImageMissing."""
         writable = spec.writable if self._storage_opt_supported() else None
         body: dict[str, Any] = {
             "Image": spec.image, "Entrypoint": list(spec.command), "Cmd": None,
@@ -152,6 +157,7 @@ class DockerContainers:
         return f"{path} {pid} {start}" if start else None
 
     def put_archive(self, cid: str, path: str, data: bytes | IO[bytes]) -> None:
+        """Extract a tar at `path` (made when missing); ExtractConflict on a clash."""
         def put(where: str, payload: bytes | IO[bytes]) -> None:
             size = len(payload) if isinstance(payload, bytes) else _remaining(payload)
             try:
@@ -181,6 +187,7 @@ class DockerContainers:
             raise EngineError(exc.message) from None
 
     def attach_output(self, cid: str) -> Iterator[bytes]:
+        """stdout+stderr of the container from its first byte: call it before `start`."""
         try:  # attached now, before the caller starts the container
             answer = self.api_stream("POST", f"/containers/{engine_http.quoted(cid)}/attach",
                                      {"stream": 1, "stdout": 1, "stderr": 1, "logs": 0},
@@ -190,6 +197,7 @@ class DockerContainers:
         return frames(answer)
 
     def exec_start(self, cid, command, env=None, workdir=None, timeout=None):
+        """Run `command` in the running container; → (exec id, its demultiplexed output)."""
         body = {"Cmd": list(command), "AttachStdout": True, "AttachStderr": True,
                 "Env": None if env is None else [f"{k}={v}" for k, v in env.items()],
                 "WorkingDir": workdir or ""}
@@ -209,18 +217,21 @@ class DockerContainers:
         return eid, frames(answer)
 
     def exec_state(self, eid: str) -> dict[str, Any]:
+        """The exec's record (Running, ExitCode); EngineError when the daemon refuses."""
         try:
             return dict(self.api_json("GET", f"/exec/{engine_http.quoted(eid)}/json"))
         except engine_http.HttpError as exc:
             raise EngineError(exc.message) from None
 
     def start(self, cid: str) -> None:
+        """Start a created container; EngineError when the daemon refuses."""
         try:
             self.api_json("POST", f"/containers/{engine_http.quoted(cid)}/start")
         except engine_http.HttpError as exc:
             raise EngineError(exc.message) from None
 
     def wait(self, cid: str, timeout: float) -> int | None:
+        """The exit code, or None when `timeout` passed first (a lost daemon is EngineError)."""
         try:
             answer = self.http.json("POST", f"/containers/{engine_http.quoted(cid)}/wait",
                                     timeout=max(timeout, 0.001))
@@ -233,10 +244,12 @@ class DockerContainers:
         return int(answer.get("StatusCode", -1))
 
     def kill(self, cid: str) -> None:
+        """SIGKILL the container; nothing when it already exited."""
         with contextlib.suppress(engine_http.HttpError):  # 409: it just exited
             self.api_json("POST", f"/containers/{engine_http.quoted(cid)}/kill")
 
     def container_state(self, cid: str) -> dict[str, Any]:
+        """The container's State record (ExitCode, OOMKilled, …); EngineError when refused."""
         try:
             found = self.api_json("GET", f"/containers/{engine_http.quoted(cid)}/json")
             return dict(found["State"])
@@ -244,6 +257,7 @@ class DockerContainers:
             raise EngineError(exc.message) from None
 
     def read_file(self, cid: str, path: str, cap: int) -> ContainerFile | None:
+        """What is at `path` (None: nothing); a regular file's bytes, "too large" beyond `cap`."""
         try:
             answer = self.api_stream("GET", f"/containers/{engine_http.quoted(cid)}/archive",
                                      {"path": path})
@@ -294,6 +308,7 @@ class DockerContainers:
             answer.close()
 
     def output(self, cid: str) -> Iterator[bytes]:
+        """The output the daemon kept in its json-file log (ContainerSpec.keep_output)."""
         try:
             answer = self.api_stream("GET", f"/containers/{engine_http.quoted(cid)}/logs",
                                      {"stdout": 1, "stderr": 1, "follow": 0})
@@ -302,6 +317,7 @@ class DockerContainers:
         return frames(answer)
 
     def remove_container(self, cid: str) -> bool:
+        """Force-remove; False when it is already gone or another caller is removing it."""
         try:
             self.api_json("DELETE", f"/containers/{engine_http.quoted(cid)}", {"force": 1})
             return True
@@ -311,6 +327,7 @@ class DockerContainers:
             raise EngineError(exc.message) from None
 
     def containers(self, *labels: str) -> list[tuple[str, dict[str, str]]]:
+        """(id, labels) of every container, running or not, that carries all `labels`."""
         try:
             found = self.api_json("GET", "/containers/json", {
                    "all": 1, "filters": json.dumps({"label": list(labels)})})

@@ -111,6 +111,7 @@ class FilteredArchive:
     warnings: list[str] = field(default_factory=list)
 
     def read_bytes(self) -> bytes:
+        """The whole filtered tar as bytes; `data` is back at 0 afterwards."""
         self.data.seek(0)
         try:
             return self.data.read()
@@ -118,6 +119,7 @@ class FilteredArchive:
             self.data.seek(0)
 
     def close(self) -> None:
+        """Release the spool (its temporary file, if it went to disk)."""
         self.data.close()
 
     def __enter__(self) -> FilteredArchive:

@@ -151,6 +151,7 @@ class PreparedJudge:
             run.remove()
 
     def close(self) -> None:
+        """Remove the prepared container if it never ran; safe to call after `run`."""
         if self._run is not None:
             run, self._run = self._run, None
             run.remove()

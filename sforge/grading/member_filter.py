@@ -93,6 +93,7 @@ class MemberFilter:
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def reject(self, path: str, reason: str, by_rules: bool = False, is_dir: bool = False) -> None:
+        """List a member left out with its reason; the list is capped, the rest only counted."""
         if by_rules:
             if any(a in self.rule_dirs for a in ancestors(path)):
                 return  # its directory is listed already, with the same kind of reason
@@ -104,6 +105,7 @@ class MemberFilter:
             self.omitted += 1
 
     def accept(self, path: str, kind: str) -> None:
+        """Record a kept member as the latest at `path` of kind "file", "dir" or "link"."""
         self.members.pop(path, None)
         self.members[path] = None
         self.kinds[path] = kind
@@ -115,6 +117,7 @@ class MemberFilter:
             self.symlinks.discard(path)
 
     def change(self, path: str, what: str) -> None:
+        """List a change made to a kept member's metadata; capped like the rejected list."""
         if len(self.changed) < MAX_LISTED_REJECTED:
             self.changed.append(Changed(path=path, change=what))
         else:
@@ -176,6 +179,7 @@ class MemberFilter:
         return MemberMeta(mode, m.mtime, uid, gid, tuple(sorted(kept.items())))
 
     def grow(self, size: int) -> None:
+        """Count `size` bytes against the archive's bound; raises TooLarge beyond it."""
         self.total += size
         if self.total > self.limits.max_bytes:
             raise TooLarge
@@ -190,6 +194,7 @@ class MemberFilter:
                 raise HeaderTooLarge(info.size, limit)
 
     def tarinfo_class(self) -> type[tarfile.TarInfo]:
+        """A TarInfo class that reports each header to `header` before its extensions are read."""
         filt = self
 
         class _CountedInfo(tarfile.TarInfo):
@@ -201,6 +206,7 @@ class MemberFilter:
 
     # -- one member ------------------------------------------------------------------------------
     def add(self, tar: tarfile.TarFile, m: tarfile.TarInfo) -> None:
+        """Keep `m` (rewritten safe) or reject it with its reason; symlinks wait (finish_links)."""
         self.count += 1
         if self.count > self.limits.max_members:
             raise TooLarge
@@ -265,6 +271,7 @@ class MemberFilter:
         return self.accept(path, "link")
 
     def write_file(self, path: str, meta: MemberMeta, size: int, src: Any) -> None:
+        """Copy a regular file's data into the output, remembering where it lies for hardlinks."""
         self.out.addfile(out_info(path, tarfile.REGTYPE, meta, size), src)
         start = self.spool.tell() - (-(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE)
         self.files[path] = (start, size, meta)
@@ -305,6 +312,7 @@ class MemberFilter:
         return "/".join(here)
 
     def finish_links(self) -> None:
+        """Decide the pending symlinks once all members are known: kept only inside the paths."""
         for path, (target, meta) in list(self.links.items()):
             resolved = self.resolve(path)
             if resolved is None:

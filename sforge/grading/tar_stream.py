@@ -38,6 +38,7 @@ class CappedReader:
         self.count = 0
 
     def read(self, n: int = -1) -> bytes:
+        """Up to `n` decompressed bytes; TooLarge past the cap, Corrupt when decoding fails."""
         try:
             chunk = self.raw.read(n)
         except (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError) as exc:
@@ -55,6 +56,7 @@ class SpoolSlice:
         self.fh, self.pos, self.end = fh, start, start + size
 
     def read(self, n: int = -1) -> bytes:
+        """Up to `n` bytes of the window, leaving the spool's own position where it was."""
         if n < 0 or n > self.end - self.pos:
             n = self.end - self.pos
         back = self.fh.tell()

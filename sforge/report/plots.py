@@ -115,6 +115,7 @@ class Axis:
         return self.start + (value - self.lo) / (self.hi - self.lo) * (self.end - self.start)
 
     def labels(self) -> list[tuple[float, str]]:
+        """(position value, label) of each tick, labels as precise as the tick step needs."""
         step = self.ticks[1] - self.ticks[0] if len(self.ticks) > 1 else 1.0
         return [(t, tick_text(t, step)) for t in self.ticks]
 
@@ -248,6 +249,7 @@ class TaskPoints:
         self._tips: dict[int, str] = {}
 
     def tip(self, i: int) -> str:
+        """The tooltip of row `i`, made on first use and then reused by both plots."""
         tip = self._tips.get(i)
         if tip is None:
             tip = self._tips[i] = submission_tip({c: v[i] for c, v in self.cols.items()})

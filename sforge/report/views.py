@@ -148,10 +148,12 @@ class Linker:
 
     @staticmethod
     def page(task_id: str, from_index: bool = True) -> str:
+        """The link to a task's page, from the index or (from_index False) from another page."""
         name = page_name(task_id)
         return f"{REPORT_PAGES}/{name}" if from_index else name
 
     def result(self, task_id: str, key: str, from_index: bool = True) -> Links:
+        """The links of one result: its task page, JSON and (when the file exists) its log."""
         prefix = "" if from_index else "../"
         base = f"{prefix}evals/{quote_name(task_id)}/{quote_name(key)}"
         return Links(self.page(task_id, from_index), f"{base}.json",

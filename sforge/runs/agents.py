@@ -24,6 +24,7 @@ MOUNT = "/opt/sforge/agent"  # where the bundle appears in the work container (r
 
 @dataclass(frozen=True)
 class BundleItem:
+    """One file of an agent's bundle and where it comes from (an npm package or a host file)."""
     to: str                    # path inside the bundle
     npm: str | None = None     # package@version, fetched with `npm pack` on the host
     member: str | None = None  # file inside the npm tarball
@@ -33,6 +34,7 @@ class BundleItem:
 
 @dataclass(frozen=True)
 class ModelApi:
+    """How an agent reaches its model API: the URL, key and the env variables that set them."""
     url: str
     key_env: str
     key_header: str
@@ -45,6 +47,7 @@ class ModelApi:
 
 @dataclass(frozen=True)
 class Agent:
+    """An agent definition (agents/NAME/agent.toml), validated against agent.schema.yaml."""
     name: str
     path: Path
     description: str
@@ -60,9 +63,11 @@ class Agent:
     bundle: tuple[BundleItem, ...] = ()
 
     def model(self, given: str | None) -> str | None:
+        """The model the agent runs: the one given, else its API's default (None: none)."""
         return given or (self.model_api.default_model if self.model_api else None)
 
     def price(self, model: str | None) -> dict[str, float] | None:
+        """USD per million tokens (input, output) of `model`, or None when the agent knows none."""
         return self.prices.get(model or "")
 
     def api_key(self, env: dict[str, str] | None = None) -> str | None:
@@ -88,10 +93,12 @@ def _validator() -> jsonschema.protocols.Validator:
 
 
 def available() -> list[str]:
+    """The names of the agents sforge ships, sorted."""
     return sorted(p.parent.name for p in AGENTS_DIR.glob("*/agent.toml"))
 
 
 def load_agent(name: str, root: Path = AGENTS_DIR) -> Agent:
+    """The agent `name` from `root`; DefinitionError naming the file and field when invalid."""
     path = root / name / "agent.toml"
     if not path.is_file():
         raise SforgeError(f"unknown agent {name!r}: no {path} "

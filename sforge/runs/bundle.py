@@ -35,6 +35,7 @@ def cache_root() -> Path:
 
 
 def downloads_dir() -> Path:
+    """Where downloaded bundle sources (npm tarballs) are cached, shared across runs."""
     return cache_root() / "downloads"
 
 
@@ -64,6 +65,7 @@ def bundle_digest(agent: Agent, script: Path | None = None) -> str:
 
 
 def bundle_dir(agent: Agent, digest: str) -> Path:
+    """The cached bundle of `agent` whose sources hash to `digest`."""
     return cache_root() / "agents" / f"{agent.name}-{digest}"
 
 

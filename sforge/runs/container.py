@@ -48,6 +48,7 @@ MODEL_PORT = 8765                 # the relay's loopback port for the model prox
 
 @dataclass
 class WorkSpec:
+    """What the work container is made of: image, environment, mounts and bounds."""
     image: str
     cwd: str
     env: dict[str, str]
@@ -68,13 +69,16 @@ class WorkSpec:
 class LogSink(Protocol):
     """Where the agent's output goes (a file, or the runner's capped log)."""
 
-    def write(self, data: bytes, /) -> object: ...
+    def write(self, data: bytes, /) -> object:
+        """Take the next bytes of the agent's output, as they come."""
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Make what was written visible to people following the log."""
 
 
 @dataclass
 class ExecResult:
+    """How an agent exec ended: its exit code (None: stopped first) and its duration."""
     exit_code: int | None   # None: stopped (timeout, cap, Ctrl-C) before it exited
     seconds: float
 
@@ -91,6 +95,7 @@ class WorkContainer:
         return InfrastructureError(f"work container of {self.spec.image}: {what} failed: {exc}")
 
     def image_path(self) -> str:
+        """The PATH the work image sets (Docker's default without one); its absence is an error."""
         try:
             env = self.engine.image_env(self.spec.image)
         except InfrastructureError as exc:
@@ -104,6 +109,7 @@ class WorkContainer:
         return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
     def start(self) -> None:
+        """Create and start the container with its sockets, helper and bundle mounted read-only."""
         s = self.spec
         mounts = [
             # read-only: a host folder; connecting to its sockets needs no write access
@@ -187,6 +193,7 @@ class WorkContainer:
         return ExecResult(info.get("ExitCode"), time.monotonic() - started)
 
     def kill(self) -> None:
+        """SIGKILL the container, if started; a daemon error is ignored (remove follows)."""
         if self.id is None:
             return
         with contextlib.suppress(InfrastructureError):
@@ -204,6 +211,7 @@ class WorkContainer:
             raise self._infra("restarting for the final workspace", exc) from None
 
     def remove(self) -> None:
+        """Remove the container, if made, trying three times; never raises."""
         if self.id is None:
             return
         for _ in range(3):

@@ -45,6 +45,7 @@ def _stale(binary: Path) -> bool:
 
 
 def build_helper(out: Path | None = None) -> Path:
+    """Build the static helper with Go into `out` (atomically); SforgeError without Go."""
     out = out or _binary_path()
     go = shutil.which("go")
     if go is None:

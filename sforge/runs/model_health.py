@@ -46,6 +46,7 @@ def upstream_message(body: Any) -> str:
 
 @dataclass
 class ModelHealth:
+    """A run's model calls so far: whether the API answers at all, and its last error."""
     upstream: str
     fail_after: int = DEFAULT_FAIL_AFTER  # 0: only the verdict at the end
     succeeded: int = 0
@@ -80,7 +81,9 @@ class ModelHealth:
         return self.reason(f"all {self.failed} model call(s) failed")
 
     def reason(self, what: str) -> str:
+        """A failure message naming the API, what failed and its last error."""
         return f"model API {self.upstream}: {what}, none succeeded; last: {self.last}"
 
     def as_dict(self) -> dict[str, Any]:
+        """The counts and the last error as stored in the run's record."""
         return {"succeeded": self.succeeded, "failed": self.failed, "last_error": self.last}

@@ -103,6 +103,7 @@ def _decode_body(body: bytes, content_type: str) -> tuple[Any, list[Any]]:
 
 @dataclass
 class Usage:
+    """What a run has spent through the model proxy so far, and why it was capped if it was."""
     calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -113,10 +114,12 @@ class Usage:
 
     @property
     def total_tokens(self) -> int:
+        """Every token counted, cache reads and writes included (what max-tokens bounds)."""
         return (self.input_tokens + self.output_tokens + self.cache_creation_input_tokens
                 + self.cache_read_input_tokens)
 
     def as_dict(self) -> dict[str, Any]:
+        """The usage as stored in the run's record, total tokens included."""
         return {"calls": self.calls, "input_tokens": self.input_tokens,
                 "output_tokens": self.output_tokens,
                 "cache_creation_input_tokens": self.cache_creation_input_tokens,
@@ -127,6 +130,7 @@ class Usage:
 
 @dataclass
 class ModelRoute:
+    """Where the proxy forwards model calls, with the key, prices and caps it applies."""
     upstream: str                        # scheme://host[:port][/prefix] of the API
     key: str | None                      # added on the host side only
     key_header: str
@@ -145,6 +149,7 @@ class ModelRoute:
     usage: Usage = field(default_factory=Usage)
 
     def add(self, call: dict[str, int]) -> None:
+        """Count one call's tokens and cost; the first cap reached is recorded and reported once."""
         u = self.usage
         u.calls += 1
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
@@ -182,10 +187,12 @@ class HostSockets:
 
     # life -------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the loop's thread and open the sockets; returns once they are listening."""
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
 
     def stop(self) -> None:
+        """Close the sockets and end the loop's thread; safe to call twice or before start."""
         if not self._thread.is_alive():
             return
         with contextlib.suppress(Exception):

@@ -74,9 +74,11 @@ class CappedLog(HeadTail):
         super().__init__(fh, AGENT_LOG_HEAD, AGENT_LOG_TAIL)
 
     def flush(self) -> None:
+        """Flush what is written so far, so people following agent.log see it."""
         self.fh.flush()
 
     def close(self) -> None:
+        """Write the kept tail, if any, and flush; the file stays open for its owner."""
         self.end()
         self.fh.flush()
 

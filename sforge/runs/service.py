@@ -18,6 +18,7 @@ from sforge.service.launch import start_service
 
 @dataclass
 class ServiceRef:
+    """The judge service a run job uses: its URL and admin token."""
     url: str          # unix:///path or http://host:port
     admin_token: str
 
@@ -29,6 +30,7 @@ def admin_token_for(pipe) -> str:
 
 @contextlib.contextmanager
 def run_service(pipe, url: str | None) -> Iterator[ServiceRef]:
+    """The service at `url` if given, else one started now and stopped on leaving."""
     if url:
         yield ServiceRef(url, admin_token_for(pipe))
         return

@@ -29,6 +29,7 @@ def check_run_id(value: str) -> str:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """A run's settings, checked when made; None in a size field defers to the task's own."""
     id: str
     agent: str
     tasks: tuple[str, ...] = ()
@@ -58,6 +59,7 @@ class RunSpec:
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> RunSpec:
+        """The settings from a config `run:` mapping; an unknown key is an error naming it."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -67,6 +69,7 @@ class RunSpec:
         return cls(**values)
 
     def as_config(self) -> dict[str, Any]:
+        """The settings as a config `run:` mapping: `from_config(as_config())` gives them back."""
         out = asdict(self)
         out["tasks"] = list(self.tasks)
         return out
@@ -77,18 +80,23 @@ class RunSpec:
 
     # the work container's size -------------------------------------------------------
     def cpus_for(self, task: Task) -> float | None:
+        """The work container's cores for this task: the run's bound, else the task's."""
         return self.cpus if self.cpus is not None else task.environment.cpus
 
     def memory_for(self, task: Task) -> str | None:
+        """The work container's memory for this task: the run's bound, else the task's."""
         return self.memory if self.memory is not None else task.environment.memory
 
     def internet_for(self, task: Task) -> bool:
+        """Whether the work container has internet: the run's setting, else the task's."""
         return self.internet if self.internet is not None else task.environment.internet
 
     def threads_for(self, task: Task) -> int:
+        """Snakemake threads for this task's job: its cores rounded up, at least 1."""
         return max(1, math.ceil(self.cpus_for(task) or 1))
 
     def mem_mb_for(self, task: Task) -> int:
+        """Snakemake mem_mb for this task's job: its memory bound in MiB, 1024 when unbounded."""
         memory = self.memory_for(task)
         return memory_mb(memory) if memory else 1024
 

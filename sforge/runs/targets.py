@@ -17,6 +17,7 @@ from sforge.runs.spec import RunSpec, run_record, spec_path
 
 
 def run_spec(pipe, run_id: str) -> RunSpec:
+    """The run's settings: config `run:` when it names this run, else its spec.json."""
     given = pipe.config.get("run")
     if given and given.get("id") == run_id:
         return RunSpec.from_config(given)
@@ -32,6 +33,7 @@ def _script(spec: RunSpec) -> Path | None:
 
 
 def bundle_sentinel(pipe, run_id: str) -> str:
+    """The sentinel file of the bundle the run's agent needs (an input of each run job)."""
     spec = run_spec(pipe, run_id)
     agent = load_agent(spec.agent)
     return str(pipe.layout.agent_sentinel(agent.name, bundle_digest(agent, _script(spec))))
@@ -65,23 +67,28 @@ def _make_bundle(pipe, agent_name: str, digest: str, output: str) -> None:
 
 
 def run_threads(pipe, run_id: str, task_id: str) -> int:
+    """Snakemake threads of one run job: the work container's cores, rounded up."""
     return run_spec(pipe, run_id).threads_for(pipe.bench.tasks[task_id])
 
 
 def run_mem_mb(pipe, run_id: str, task_id: str) -> int:
+    """Snakemake mem_mb of one run job: the work container's memory in MiB."""
     return run_spec(pipe, run_id).mem_mb_for(pipe.bench.tasks[task_id])
 
 
 def run_runtime_min(pipe, run_id: str) -> int:
+    """Snakemake runtime (minutes) of one run job, from the run's timeout."""
     return run_spec(pipe, run_id).runtime_min()
 
 
 def run_targets(pipe, spec: RunSpec) -> list[Path]:
+    """The record file of every (task, repeat) of the run: what `sforge run` asks for."""
     return [run_record(pipe.layout.root, spec.id, t, r)
             for t in spec.tasks for r in range(spec.repeats)]
 
 
 def make_run_target(pipe, run_id: str, task_id: str, repeat: int) -> dict[str, Any]:
+    """Run the agent on one task and repeat (the run rule's body); → the run's record."""
     return run_target(pipe, run_spec(pipe, run_id), task_id, repeat)
 
 

@@ -32,6 +32,7 @@ class TablePaths:
     budgets: Path
 
     def every(self) -> list[Path]:
+        """Every table file: the tables are current only when all of them exist."""
         return [self.scores, self.best, self.leaderboard, self.leaderboard_md, self.budgets]
 
 

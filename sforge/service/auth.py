@@ -16,14 +16,17 @@ ADMIN_ENV = "SFORGE_ADMIN_TOKEN"
 
 
 def new_token() -> str:
+    """A new random token (256 bits, URL-safe); shown once, stored only as its hash."""
     return secrets.token_urlsafe(32)
 
 
 def token_hash(token: str) -> str:
+    """The hex sha256 of a token: what the state stores in its place."""
     return hashlib.sha256(token.encode()).hexdigest()
 
 
 def same(a: str, b: str) -> bool:
+    """Whether two tokens are equal, compared in constant time."""
     return hmac.compare_digest(a.encode(), b.encode())
 
 

@@ -25,4 +25,5 @@ async def capped(request: Request, limit: int,
 
 async def read_capped(request: Request, limit: int,
                       too_big: Callable[[], Exception]) -> bytes:
+    """The whole body, refused with `too_big()` past `limit` bytes."""
     return b"".join([chunk async for chunk in capped(request, limit, too_big)])

@@ -23,6 +23,7 @@ from sforge.core.errors import SforgeError
 
 
 class ServiceError(SforgeError):
+    """An error answer of the service: its HTTP status, message and (429) reason and wait."""
     def __init__(self, status: int, message: str, body: dict[str, Any] | None = None,
                  retry_after: float | None = None):
         super().__init__(f"judge service: HTTP {status}: {message}")
@@ -34,6 +35,7 @@ class ServiceError(SforgeError):
 
 
 class ServiceClient:
+    """One caller of the judge service (admin or run token), over HTTP or a Unix socket."""
     def __init__(self, url: str, token: str | None = None, timeout: float = 120.0,
                  retry_503: bool = True, max_retry_s: float | None = None):
         self.url = url
@@ -58,10 +60,12 @@ class ServiceClient:
                                  timeout=timeout)
 
     def with_token(self, token: str) -> ServiceClient:
+        """A client for the same service that authenticates with another token."""
         return ServiceClient(self.url, token, self.http.timeout.read or 120.0,
                              self.retry_503, self.max_retry_s)
 
     def close(self) -> None:
+        """Close the connection pool; the client cannot be used afterwards."""
         self.http.close()
 
     def __enter__(self) -> ServiceClient:
@@ -99,9 +103,11 @@ class ServiceClient:
 
     # endpoints ----------------------------------------------------------------------
     def health(self) -> dict[str, Any]:
+        """Whether the service is up and draining, its benchmark and version; needs no token."""
         return self._call("GET", "/health")
 
     def metrics(self) -> dict[str, Any]:
+        """Queue length, running judges, graded and rejected submissions (admin)."""
         return self._call("GET", "/v1/metrics")
 
     def register_run(self, task: str, run_id: str | None = None, source: str | None = None,
@@ -121,12 +127,15 @@ class ServiceClient:
                           json={k: v for k, v in fields.items() if v is not None})
 
     def runs(self) -> list[dict[str, Any]]:
+        """Every registered run as the service reports it (admin)."""
         return self._call("GET", "/v1/runs")["runs"]
 
     def end_run(self, run_id: str) -> dict[str, Any]:
+        """End a run: its token is revoked, what it submitted is still graded; returns the run."""
         return self._call("POST", f"/v1/runs/{run_id}/end")["run"]
 
     def cancel_run(self, run_id: str) -> dict[str, Any]:
+        """Revoke a run's token and drop its queued submissions; returns the run and the dropped."""
         return self._call("POST", f"/v1/runs/{run_id}/cancel")
 
     def history(self, run_id: str = "me") -> dict[str, Any]:
@@ -134,6 +143,7 @@ class ServiceClient:
         return self._call("GET", f"/v1/runs/{run_id}/history")
 
     def export(self, run_id: str) -> dict[str, Any]:
+        """A run's full history with its archives' details, as stored beside the run (admin)."""
         return self._call("GET", f"/v1/runs/{run_id}/export")
 
     def submit(self, archive: bytes | str | Path, final: bool = False) -> dict[str, Any]:
@@ -178,16 +188,20 @@ class ServiceClient:
         return self.step_raw(session, json.dumps(request).encode()).json()
 
     def game(self, session: str = "current") -> dict[str, Any]:
+        """The state of a game session (`current`: the caller's open one)."""
         return self._call("GET", f"/v1/games/{session}")
 
     def close_game(self, session: str = "current") -> dict[str, Any]:
+        """End a game session now; its score so far is recorded; returns its final state."""
         return self._call("POST", f"/v1/games/{session}/close")
 
     def games(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Game sessions, all or only those of `run_id`."""
         return self._call("GET", "/v1/games",
                           params={"run": run_id} if run_id else None)["sessions"]
 
     def transcript(self, session: str) -> list[dict[str, Any]]:
+        """The steps of a game session, one dict per JSON line, in order."""
         resp = self._call("GET", f"/v1/games/{session}/transcript", raw=True)
         # JSON lines end at "\n" only: a step may hold U+2028 and the like inside strings
         return [json.loads(line) for line in resp.content.split(b"\n") if line.strip()]

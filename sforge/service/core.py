@@ -35,10 +35,12 @@ SWEEP_EVERY_S = 60.0
 
 
 def service_dir(pipe: Pipeline) -> Path:
+    """Where the service keeps its state, admin token and socket for this pipeline."""
     return pipe.layout.service
 
 
 class Service:
+    """The judge service: runs, the submission queue and its judges over one pipeline."""
     def __init__(self, pipe: Pipeline, *, max_concurrent: float | None = None,
                  max_pending: int | None = None, admin_token: str | None = None):
         self.pipe = pipe
@@ -70,6 +72,7 @@ class Service:
 
     # life ---------------------------------------------------------------------------
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Requeue what was running at the last stop, sweep stale judges, start the scheduler."""
         self.loop = loop
         requeued = self.state.recover()
         if requeued:
@@ -93,6 +96,7 @@ class Service:
             self.sweep()
 
     def stop(self) -> None:
+        """Drain: stop admitting, give judges `drain_s`, requeue the rest, close the state."""
         self.draining = True
         self._stopped.set()
         left = self.scheduler.stop(float(self.settings["drain_s"]))
@@ -107,6 +111,7 @@ class Service:
 
     # grading ------------------------------------------------------------------------
     def target(self, task_id: str, sha256: str, archive: Path) -> EvalTarget:
+        """The eval target (task, archive hash, path) under which this archive is graded."""
         return self.pipe.eval_target(task_id, sha256, archive)
 
     def stored(self, target: EvalTarget, source: str) -> dict[str, Any] | None:
@@ -116,6 +121,7 @@ class Service:
         return None if result is None else self.view(result, source)
 
     def view(self, result, source: str) -> dict[str, Any]:
+        """A result as the service's answers show it (score, validity, log) for `source`."""
         return result_view(self.pipe, result, source)
 
     def demand(self, sub: dict[str, Any]) -> JudgeDemand:
@@ -199,6 +205,7 @@ class Service:
         return row
 
     def gone(self, task_id: str) -> str:
+        """Why a run of a task no longer in the benchmark can submit nothing more."""
         return (f"task {task_id} is no longer in benchmark {self.pipe.bench.name} (the "
                 "service was started without it): its runs can submit nothing more")
 
@@ -237,6 +244,7 @@ class Service:
                 event.set()
 
     async def wait(self, sub_id: int, timeout: float) -> None:
+        """Return when the submission is decided (see `wake`) or `timeout` seconds pass."""
         event = asyncio.Event()
         self.waiters.setdefault(sub_id, []).append(event)
         try:

@@ -50,6 +50,7 @@ class GameServer(JudgeRun):
         self._out = bytearray()      # stdout payload, not yet a whole line
 
     def create_game(self, session_id: str, index: int) -> None:
+        """Create the session's game container: no network, stdin open, session in its env."""
         base = self.spec(())
         self.create_spec(self.spec(
             ("/bin/sh", "-c", SETUP, "sforge-game", server_cmd(self.task)),
@@ -59,6 +60,7 @@ class GameServer(JudgeRun):
             "creating the game container")
 
     def attach_and_start(self) -> None:
+        """Attach to the container's stdio, then start it, so no line of the server is lost."""
         try:
             assert self.id is not None
             self._keep, self.sock = self.engine.attach_stdio(self.id)
@@ -68,6 +70,7 @@ class GameServer(JudgeRun):
 
     # the line channel ---------------------------------------------------------------
     def send(self, line: bytes) -> None:
+        """Send one line to the game server's stdin."""
         assert self.sock is not None
         self.sock.sendall(line + b"\n")
 
@@ -142,6 +145,7 @@ class GameServer(JudgeRun):
             self.remove()
 
     def close_channel(self) -> None:
+        """Close the stdio channel; safe to call twice or when it never opened."""
         for thing in (self.sock, self._keep):
             with contextlib.suppress(Exception):
                 thing.close()  # type: ignore[union-attr]

@@ -153,11 +153,13 @@ class GameSessions:
             self.state.db.execute(sql, args)
 
     def row(self, sid: str) -> dict[str, Any] | None:
+        """The stored row of game session `sid`, or None if there is none."""
         rows = self._rows("SELECT * FROM game_sessions WHERE id = ?", sid)
         return rows[0] if rows else None
 
     # the endpoints' work --------------------------------------------------------------
     def new(self, run: dict[str, Any]) -> dict[str, Any]:
+        """Open a game session for the run: its server started and greeted; GameError if refused."""
         task = self.pipe.bench.tasks.get(run["task"])
         if task is None:
             raise GameError(409, self.service.gone(run["task"]))
@@ -340,6 +342,7 @@ class GameSessions:
                               f"{status.get('end_reason') or 'over'}", session=status)
 
     def close(self, row: dict[str, Any]) -> dict[str, Any]:
+        """End an open session at the agent's request; → its final status."""
         sess = self.open.get(row["id"])
         if sess is not None:
             with sess.lock:
@@ -355,6 +358,7 @@ class GameSessions:
                     self._end(sess, "ended", why)
 
     def status(self, sid: str) -> dict[str, Any]:
+        """A session's public state; for an open one also its steps and time left."""
         row = self.row(sid) or {}
         out = {k: row.get(k) for k in ("id", "run_id", "task", "state", "created_at",
                                         "ended_at", "end_reason", "steps")}
@@ -371,6 +375,7 @@ class GameSessions:
         return out
 
     def sessions(self, run_id: str | None) -> list[dict[str, Any]]:
+        """The status of every session, or only the run's, oldest first."""
         rows = self._rows("SELECT id FROM game_sessions " +
                           ("WHERE run_id = ? " if run_id else "") + "ORDER BY created_ts",
                           *([run_id] if run_id else []))

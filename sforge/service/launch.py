@@ -20,6 +20,7 @@ from sforge.service.server import PARENT_ENV, read_address
 
 @dataclass
 class ServiceHandle:
+    """A service started in the background: where it listens, its token, process and log."""
     url: str | None          # http://127.0.0.1:PORT, or None when only a socket
     socket: Path | None
     admin_token: str
@@ -34,6 +35,7 @@ class ServiceHandle:
         return f"unix://{self.socket}" if self.socket else str(self.url)
 
     def client(self, token: str | None = None):
+        """A client of this service with `token`, else the admin token."""
         return ServiceClient(self.address, token or self.admin_token)
 
     def stop(self, timeout: float = 90.0) -> int:

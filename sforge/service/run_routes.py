@@ -17,6 +17,7 @@ from sforge.service.submission_routes import public_submission
 
 # The body of POST /v1/runs. (No docstring: pydantic would publish it in the OpenAPI schema.)
 class RunIn(BaseModel):
+    """The body of POST /v1/runs: the task and what the run is called and allowed."""
     task: str = Field(description="task id of the benchmark")
     run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$",
                                description="default: a random id")

@@ -38,6 +38,7 @@ class Ungradable(SforgeError):
 
 
 class Scheduler:
+    """The service's judge loop: starts queued submissions while their demand fits capacity."""
     def __init__(self, state: State, capacity: Capacity,
                  demand: Callable[[dict[str, Any]], JudgeDemand],
                  grade: Callable[[dict[str, Any]], tuple[dict[str, Any], bool]],
@@ -56,9 +57,11 @@ class Scheduler:
 
     # control ------------------------------------------------------------------------
     def start(self) -> None:
+        """Start the loop's thread; judges start as the queue fills."""
         self._loop.start()
 
     def wake(self) -> None:
+        """Make the loop look at the queue now (a submission arrived or capacity came back)."""
         with self.cond:
             self.cond.notify_all()
 
@@ -87,6 +90,7 @@ class Scheduler:
 
     # figures ------------------------------------------------------------------------
     def mean_duration(self) -> float:
+        """Mean seconds of the last 50 judges (5 before any), to estimate a queue's wait."""
         recent = self.durations[-50:]
         return sum(recent) / len(recent) if recent else 5.0
 

@@ -31,6 +31,7 @@ log = logging.getLogger("sforge.service")
 
 @dataclass
 class Listen:
+    """Where the service listens: a TCP host and port, a Unix socket, or both."""
     host: str | None = "127.0.0.1"
     port: int | None = DEFAULT_PORT
     socket: Path | None = None
@@ -94,6 +95,7 @@ def _lock(directory: Path):
 
 def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None,
           max_pending: int | None = None, log_level: str = "info") -> int:
+    """Run the service until a signal, one per service directory; → the exit status."""
     # start-up: FastAPI and uvicorn load only when the service starts
     import asyncio
 
@@ -175,6 +177,7 @@ def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None
 
 
 def read_address(directory: Path) -> dict | None:
+    """The running service's address.json (pid, urls, token file), or None if unreadable."""
     try:
         return json.loads((directory / "address.json").read_text())
     except (OSError, ValueError):

@@ -100,11 +100,13 @@ class Conflict(Exception):
 
 @dataclass(frozen=True)
 class Limits:
+    """What the service admits: pending submissions in all, and stored bytes per run."""
     max_pending: int
     max_run_bytes: int | None = None   # a run's non-final archives, in all
 
 
 def parse_iso(value: str) -> float:
+    """Seconds since the epoch of an ISO 8601 time; a time without zone is taken as UTC."""
     parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
@@ -112,6 +114,7 @@ def parse_iso(value: str) -> float:
 
 
 class State:
+    """The service's runs, submissions and counters; every method is safe across threads."""
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
@@ -144,6 +147,7 @@ class State:
         self.db.execute("CREATE UNIQUE INDEX IF NOT EXISTS runs_final ON runs (final_hash)")
 
     def close(self) -> None:
+        """Close the database; the state object is unusable afterwards."""
         with self.lock:
             self.db.close()
 
@@ -162,11 +166,13 @@ class State:
             return self.db.execute(sql, args).fetchall()
 
     def bump(self, name: str, by: int = 1) -> None:
+        """Add `by` to the counter `name` (created at 0), e.g. a refusal of a given reason."""
         with self.lock:
             self.db.execute("INSERT INTO counters VALUES (?, ?) ON CONFLICT(name) DO UPDATE "
                             "SET value = value + excluded.value", (name, by))
 
     def counters(self) -> dict[str, int]:
+        """Every counter by name, as `/v1/metrics` reports them."""
         return {r["name"]: r["value"] for r in self._all("SELECT * FROM counters")}
 
     # start-up ---------------------------------------------------------------------
@@ -182,6 +188,7 @@ class State:
     def add_run(self, run_id: str, task: str, source: str, agent: str | None,
                 model: str | None, budget: int | None, cooldown_s: float,
                 started_at: str, token_hash: str, final_hash: str) -> dict[str, Any]:
+        """Register a run and return it; raises Conflict if `run_id` is taken."""
         with self.transaction() as db:
             if db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone():
                 raise Conflict(f"run {run_id!r} is already registered")
@@ -193,6 +200,7 @@ class State:
         return self.run(run_id) or {}
 
     def run(self, run_id: str) -> dict[str, Any] | None:
+        """The run `run_id` as a dict, or None if no such run is registered."""
         row = self._one("SELECT * FROM runs WHERE run_id = ?", run_id)
         return _run(row) if row else None
 
@@ -203,6 +211,7 @@ class State:
         return (_run(row), row["final_hash"] == token_hash) if row else None
 
     def runs(self) -> list[dict[str, Any]]:
+        """Every registered run, oldest first."""
         return [_run(r) for r in self._all("SELECT * FROM runs ORDER BY created_at, run_id")]
 
     def end_run(self, run_id: str, state: str = "ended") -> list[int]:
@@ -295,35 +304,42 @@ class State:
                     path.unlink(missing_ok=True)
 
     def submission(self, sub_id: int) -> dict[str, Any] | None:
+        """The submission with this id as a dict, or None if there is none."""
         row = self._one("SELECT * FROM submissions WHERE id = ?", sub_id)
         return _sub(row) if row else None
 
     def history(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's submissions in round order: what it has submitted and what each got."""
         return [_sub(r) for r in self._all(
             "SELECT * FROM submissions WHERE run_id = ? ORDER BY round", run_id)]
 
     def queued(self, now: float, limit: int = 64) -> list[dict[str, Any]]:
+        """Up to `limit` queued submissions due by `now` (no retry delay pending), oldest first."""
         return [_sub(r) for r in self._all(
             "SELECT * FROM submissions WHERE state = 'queued' AND "
             "(not_before IS NULL OR not_before <= ?) ORDER BY id LIMIT ?", now, limit)]
 
     def next_retry(self) -> float | None:
+        """When the earliest queued submission falls due (epoch seconds); None: none queued."""
         row = self._one("SELECT min(not_before) FROM submissions WHERE state = 'queued'")
         return row[0] if row else None
 
     def start(self, sub_id: int) -> None:
+        """Mark a submission running and count the attempt, so a restart can requeue it."""
         with self.lock:
             self.db.execute("UPDATE submissions SET state = 'running', started_at = ?, "
                             "attempts = attempts + 1 WHERE id = ?",
                             (now_iso("milliseconds"), sub_id))
 
     def retry_later(self, sub_id: int, delay_s: float, error: str) -> None:
+        """Requeue a running submission after `delay_s`, keeping `error` as the reason it failed."""
         with self.lock:
             self.db.execute("UPDATE submissions SET state = 'queued', not_before = ?, "
                             "last_error = ? WHERE id = ? AND state = 'running'",
                             (time.time() + delay_s, error, sub_id))
 
     def interrupt(self, sub_id: int) -> None:
+        """Requeue a submission whose judge was cut off by shutdown; it is graded again later."""
         with self.lock:
             self.db.execute("UPDATE submissions SET state = 'queued', "
                             "interrupted = interrupted + 1 WHERE id = ? AND state = 'running'",
@@ -343,6 +359,7 @@ class State:
             return ids
 
     def counts(self) -> dict[str, int]:
+        """How many submissions are in each state; every state is present, zero if empty."""
         rows = self._all("SELECT state, count(*) AS n FROM submissions GROUP BY state")
         out = {"queued": 0, "running": 0, "done": 0, "cancelled": 0}
         out.update({r["state"]: r["n"] for r in rows})

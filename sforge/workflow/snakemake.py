@@ -35,6 +35,7 @@ _PROFILE_KEYS = {"rerun-triggers", "force-use-threads", "scheduler", "keep-incom
 
 @dataclass
 class Run:
+    """One Snakemake invocation: targets, config, cores, profile and how much it prints."""
     targets: list[str]
     config: dict[str, Any]
     cores: int = 1
