@@ -98,3 +98,11 @@ def test_eval_exits_1_on_an_invalid_verdict(minibench, tmp_path):
     assert "already graded" in again.stderr
     missing = minibench.run("eval", "-t", "alpha", "-a", str(tmp_path / "none.tar"), "--json")
     assert missing.returncode == 3 and json.loads(missing.stdout)["code"] == 3
+    # grade, report and clean with --json: one object each, and nothing else on stdout
+    grade = json.loads(minibench.run("grade", "--json", check=True).stdout)
+    assert grade["failed"] == 0 and grade["up_to_date"] == grade["distinct"] >= 2, grade
+    report = json.loads(minibench.run("report", "--json", check=True).stdout)
+    assert report["ok"] and report["report"].endswith("report.html")
+    assert [row["source"] for row in report["leaderboard"]] == ["manual"], report
+    clean = json.loads(minibench.run("clean", "--json", check=True).stdout)
+    assert clean["removed"] is False and clean["bytes"] == sum(i["size"] for i in clean["items"])
