@@ -129,9 +129,9 @@ def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
 
 
 def print_json(data: Any) -> None:
-    """The one JSON document a --json command prints: an object, indented, dates and paths
-    as strings."""
-    print(json.dumps(data, indent=2, default=str))
+    """The one JSON document a --json command prints: an object on one line (so a log of
+    several commands is JSON lines), dates and paths as strings."""
+    print(json.dumps(data, default=str))
 
 
 # what the arguments stand for -----------------------------------------------------------

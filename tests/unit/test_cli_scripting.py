@@ -56,6 +56,14 @@ def test_each_error_class_has_its_own_exit_code():
     assert exits.exit_code(BuildFailed("x")) == 3
     assert exits.exit_code(InfrastructureError("x")) == 4
     assert [c for c, _, _ in exits.EXIT_CODES] == [0, 1, 2, 3, 4, 130, 141]
+    from sforge.runs.runner import RunFailed
+    from sforge.runs.signals import Interrupted
+    from sforge.service.client import ServiceError
+
+    assert exits.exit_code(RunFailed("x")) == 1 and exits.exit_code(Interrupted("x")) == 130
+    assert exits.exit_code(ServiceError(0, "cannot reach")) == 4
+    assert exits.exit_code(ServiceError(503, "busy")) == 4
+    assert exits.exit_code(ServiceError(409, "a game task refuses archives")) == 3
 
 
 def test_the_exit_codes_are_documented_in_help_and_readme():
@@ -217,3 +225,9 @@ def test_run_progress_lines(tmp_path):
     failed = run_verdict(tmp_path, "agent_run", {**wc, "failed": "yes"})
     assert failed is not None and "FAILED" in failed.line
     assert run_verdict(tmp_path, "other", {}) is None
+
+
+def test_json_is_one_line(bench, tmp_path):
+    for args in (["list"], ["plan"], ["check"], ["eval", "-t", "x", "-a", "y"]):
+        proc = sforge(*args, "--json", "-b", str(bench), "--results", str(tmp_path / "r"))
+        assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("{"), (args, proc.stdout)
