@@ -34,3 +34,4 @@ def add_completion(sub: Subcommands, full_parser: Callable[[], argparse.Argument
                   "sforge completion bash > ~/.local/share/bash-completion/completions/sforge",
                   "sforge completion zsh > ~/.zfunc/_sforge  # with fpath+=(~/.zfunc)"])
     p.add_argument("shell", choices=SHELLS)
+    p.set_defaults(sweep=False)

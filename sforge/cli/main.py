@@ -105,9 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         for name, default in GLOBAL_DEFAULTS.items():
             if not hasattr(args, name):
                 setattr(args, name, default)
-        from sforge.commands.execution import sweep  # function-level: buys start-up time
+        if getattr(args, "sweep", True):  # `completion` prints a script: no Docker, no sweep
+            from sforge.commands.execution import sweep  # function-level: start-up time
 
-        sweep()
+            sweep()
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return int(code)

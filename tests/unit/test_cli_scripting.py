@@ -231,3 +231,17 @@ def test_json_is_one_line(bench, tmp_path):
     for args in (["list"], ["plan"], ["check"], ["eval", "-t", "x", "-a", "y"]):
         proc = sforge(*args, "--json", "-b", str(bench), "--results", str(tmp_path / "r"))
         assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("{"), (args, proc.stdout)
+
+
+def test_completion_needs_no_docker_and_nothing_but_shtab():
+    """`sforge completion` prints a script: it sweeps no judges (no Docker call) and loads no
+    third-party module but shtab (it works in a venv with only sforge's own files)."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "sforge", "completion",
+                           "bash"], capture_output=True, text=True, cwd=paths.REPO,
+                          env={**os.environ, "PYTHONPATH": str(paths.REPO),
+                               "DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    assert proc.returncode == 0 and "_shtab_sforge" in proc.stdout
+    loaded = {line.split("|")[-1].strip().split(".")[0]
+              for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "shtab" in loaded
+    assert not loaded & {"yaml", "docker", "snakemake", "rich", "httpx", "tabulate"}, loaded
