@@ -4,7 +4,6 @@ sforge.commands.evals and sforge.commands.clean did."""
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 
 from sforge.cli.common import (
@@ -89,6 +88,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     ok = make_report(pipe, execution_from(args), again=args.regrade)
     board = pipe.layout.leaderboard
     if args.json:
+        import csv  # function-level: start-up time (`sforge --help` loads this module)
+
         rows = list(csv.DictReader(board.open(newline=""))) if board.exists() else []
         print_json({"ok": ok, "broken_tasks": broken, "leaderboard": rows,
                     "leaderboard_csv": str(board), "report": str(pipe.layout.report)})

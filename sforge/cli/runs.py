@@ -27,7 +27,6 @@ from sforge.cli.common import (
     print_json,
 )
 from sforge.cli.exits import FAILED, OK
-from sforge.core.console import JobProgress, Verdict
 from sforge.core.errors import SforgeError, UsageError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
@@ -35,6 +34,7 @@ from sforge.runs.columns import record_state, shorten_error, usage_columns
 from sforge.runs.spec import RunSpec, check_run_id, spec_path
 
 if TYPE_CHECKING:
+    from sforge.core.console import Verdict
     from sforge.plan.pipeline import Pipeline
 
 RUN_HELP = """\
@@ -142,6 +142,7 @@ def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
     from sforge.commands.execution import run_workflow  # function-level: start-up time
+    from sforge.core.console import JobProgress
 
     config = dict(config, run=spec.as_config())
     pipe.config["run"] = spec.as_config()
@@ -171,6 +172,8 @@ def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec
 def run_verdict(root: Path, rule: str, wildcards: dict[str, str]) -> Verdict | None:
     """What a finished job of `sforge run` did, in one line: a run's task, id, repeat and
     state with its best score; an agent's bundle or an image made."""
+    from sforge.core.console import Verdict  # function-level: start-up time (logging)
+
     if rule == "agent_run":
         run, task, repeat = (wildcards.get(k, "?") for k in ("run", "task", "repeat"))
         folder = root / "runs" / run / task / repeat
