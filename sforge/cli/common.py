@@ -1,17 +1,19 @@
-"""What every command module of the CLI shares: the global options, the parser helpers
-(a command, --task, -j/--profile, --regrade) and the configuration, pipeline and
-execution settings a command's arguments stand for."""
+"""What every command module of the CLI shares: the parser class, the global options, the
+parser helpers (a command with its examples, --task, -j/--profile, --regrade, --json),
+printing JSON, and the configuration, pipeline and execution settings a command's
+arguments stand for."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from sforge.core.config import RESULTS_HELP
-from sforge.core.errors import SforgeError
+from sforge.core.errors import SforgeError, UsageError
 
 if TYPE_CHECKING:
     from sforge.commands.execution import Execution
@@ -23,6 +25,17 @@ AddParser: TypeAlias = "Callable[[Subcommands], None]"  # defines one command's 
 
 GLOBAL_DEFAULTS: dict[str, Any] = {"benchmark": None, "results": None, "registry": None,
                                    "config": None, "verbose": 0}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are UsageErrors: main() prints them, with --json as a
+    JSON object too, and exits 2 (sforge.cli.exits) like every other usage error."""
+
+    def error(self, message: str) -> NoReturn:
+        """The usage line on stderr, then the error for main()."""
+        self.print_usage(sys.stderr)
+        command = self.prog.partition(" ")[2]  # "sforge eval" → "eval"
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
 def global_options() -> argparse.ArgumentParser:
@@ -51,10 +64,13 @@ GLOBAL_OPTIONS = global_options()
 
 # parser helpers -------------------------------------------------------------------------
 def add_command(sub: Subcommands, name: str, func: Command, help_: str,
-                desc: str | None = None) -> argparse.ArgumentParser:
-    """A command's parser: its one-line help, its description, the global options."""
+                desc: str | None = None,
+                examples: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """A command's parser: its one-line help, its description, its examples (the epilog of
+    its --help: `sforge ...  # what it does`), the global options."""
+    epilog = "examples:\n" + "".join(f"  {e}\n" for e in examples) if examples else None
     p = sub.add_parser(name, help=help_, description=desc or help_, parents=[GLOBAL_OPTIONS],
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.set_defaults(func=func)
     return p
 
@@ -65,9 +81,34 @@ def add_task_option(p: argparse.ArgumentParser,
     p.add_argument("--task", "-t", action="append", metavar="ID", help=help_)
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (`-j 0` is a usage error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a whole number of 1 or more") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: expected 1 or more")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0 (seconds: `--timeout 0` is a usage error)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number above 0") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text}: expected a finite number above 0")
+    return value
+
+
 def add_jobs_options(p: argparse.ArgumentParser) -> None:
     """-j/--jobs and --profile: how Snakemake runs what the command makes."""
-    p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+    p.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N",
                    help="jobs at once (cores for judges; default 1)")
     p.add_argument("--profile", metavar="NAME",
                    help="run through a Snakemake profile (e.g. profiles/slurm)")
@@ -78,6 +119,19 @@ def add_regrade_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--regrade", action="extend", nargs="+", metavar="ID",
                    help="grade these tasks' submissions again although results are stored "
                         "(old results kept in evals/<task>/history/; tables use the newest)")
+
+
+def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
+    """--json: `what` as one JSON object on stdout (notes and progress stay on stderr)."""
+    p.add_argument("--json", action="store_true",
+                   help=f"print {what} as one JSON object on stdout (notes go to stderr; an "
+                        "error is {\"error\", \"kind\", \"code\"})")
+
+
+def print_json(data: Any) -> None:
+    """The one JSON document a --json command prints: an object on one line (so a log of
+    several commands is JSON lines), dates and paths as strings."""
+    print(json.dumps(data, default=str))
 
 
 # what the arguments stand for -----------------------------------------------------------

@@ -4,7 +4,6 @@ what sforge.commands.images did."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from sforge.cli.common import (
@@ -12,10 +11,12 @@ from sforge.cli.common import (
     Subcommands,
     add_command,
     add_jobs_options,
+    add_json_option,
     add_task_option,
     config_from,
     execution_from,
     pipeline_from,
+    print_json,
     report_broken,
 )
 
@@ -31,11 +32,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"warning: {found.error}", file=sys.stderr)
     bench = pipe.bench
     if args.json:  # TOML dates in metadata become ISO strings
-        print(json.dumps({"benchmark": bench.name, "tasks": rows,
-                          "bases": {n: r.tag for n, r in pipe.bases.items()},
-                          "exclude_status": list(bench.exclude_status),
-                          "warnings": bench.warnings,
-                          "errors": [str(e) for e in bench.errors]}, indent=2, default=str))
+        print_json({"benchmark": bench.name, "tasks": rows,
+                    "bases": {n: r.tag for n, r in pipe.bases.items()},
+                    "exclude_status": list(bench.exclude_status),
+                    "warnings": bench.warnings, "errors": [str(e) for e in bench.errors]})
         return 1 if bench.errors else 0
     from tabulate import tabulate  # function-level: buys start-up time
 
@@ -65,14 +65,27 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = plan(pipe, args.task, args.force)
     if out.found.error:
         print(f"warning: {out.found.error}", file=sys.stderr)
+    build = sum(1 for d in out.decisions if d.action == "build")
+    g = out.grading
+    if args.json:
+        broken = report_broken(pipe)
+        print_json({"decisions": [{"action": d.action, "kind": d.ref.kind, "name": d.ref.name,
+                                   "tag": d.ref.tag, "reason": d.reason}
+                                  for d in out.decisions],
+                    "images": len(out.images), "build": build,
+                    "record": len(out.decisions) - build,
+                    "up_to_date": len(out.images) - len(out.decisions),
+                    "presence_known": out.found.known,
+                    "grading": {"results": len(g.results), "pending": len(g.pending),
+                                "regrade": g.regrade},
+                    "broken_tasks": broken})
+        return 1 if broken else 0
     for d in out.decisions:
         ref = d.ref
         print(f"{d.action} {ref.kind:5} {ref.name:30} {ref.tag}  ({d.reason})")
-    g = out.grading
     print(f"{len(g.pending)} of {len(g.results)} result(s) to grade"
           + (f" ({g.regrade} re-grade: judge image, settings or grading contract changed)"
              if g.regrade else ""))
-    build = sum(1 for d in out.decisions if d.action == "build")
     record = len(out.decisions) - build
     print(f"{len(out.images)} image(s): {build} to build, {record} present under their tag "
           f"(only recorded, no build), {len(out.images) - len(out.decisions)} up to date"
@@ -155,17 +168,22 @@ def cmd_pull(args: argparse.Namespace) -> int:
 def add_list(sub: Subcommands) -> None:
     """`sforge list`'s parser."""
     p = add_command(sub, "list", cmd_list,
-                    "list tasks: id, name, base, metadata, tags, built or not")
+                    "list tasks: id, name, base, metadata, tags, built or not",
+                    examples=["sforge list", "sforge -b mybench list -t knapsack",
+                              "sforge list --json | jq -r '.tasks[].id'"])
     add_task_option(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(p, "the benchmark, its tasks, bases, warnings and errors")
 
 
 def add_plan(sub: Subcommands) -> None:
     """`sforge plan`'s parser."""
     p = add_command(sub, "plan", cmd_plan,
-                    "show what a build would make and why; builds nothing")
+                    "show what a build would make and why; builds nothing",
+                    examples=["sforge plan", "sforge plan -t knapsack --force",
+                              "sforge plan --json | jq '.build'   # images to build"])
     add_task_option(p)
     p.add_argument("--force", action="store_true", help="plan as if --force were given")
+    add_json_option(p, "the decisions (action, kind, name, tag, reason) and the counts")
 
 
 def add_verify(sub: Subcommands) -> None:
@@ -175,7 +193,8 @@ def add_verify(sub: Subcommands) -> None:
         "Drop every image sentinel whose image is gone from the Docker daemon and the\n"
         "registry, so the next build makes it again. sforge's own commands do this\n"
         "before planning; run it before a plain `snakemake` (parsing the Snakefile\n"
-        "never touches the disk).")
+        "never touches the disk).",
+        examples=["sforge verify && snakemake grade --cores 2"])
     add_task_option(p)
 
 
@@ -185,7 +204,9 @@ def add_build(sub: Subcommands) -> None:
         sub, "build", cmd_build, "build base, work and judge images under content tags",
         "Build base, work and judge images under content-hash tags. An image already\n"
         "present under its tag is not rebuilt; exit 0 only if every image is made.\n"
-        "Per-image logs: <results>/<bench>/logs/build/.")
+        "Per-image logs: <results>/<bench>/logs/build/.",
+        examples=["sforge build -j 2", "sforge build -t knapsack --force",
+                  "sforge build --push --registry localhost:5000/edge"])
     add_task_option(p)
     p.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     p.add_argument("--push", action="store_true",
@@ -198,7 +219,8 @@ def add_push(sub: Subcommands) -> None:
     p = add_command(
         sub, "push", cmd_push, "push images under their content tags to the registry",
         "Push base, work and judge images as <registry>/<name>:<tag>; an image the\n"
-        "registry already holds is not pushed again. Credentials: `docker login`.")
+        "registry already holds is not pushed again. Credentials: `docker login`.",
+        examples=["sforge push --registry localhost:5000/edge"])
     add_task_option(p)
 
 
@@ -207,7 +229,8 @@ def add_pull(sub: Subcommands) -> None:
     p = add_command(
         sub, "pull", cmd_pull, "pull the images the task files hash to",
         "Pull <registry>/<name>:<tag> for every tag the current task files hash to,\n"
-        "skipping those present locally, and tag them with their local names.")
+        "skipping those present locally, and tag them with their local names.",
+        examples=["sforge pull -t knapsack --registry localhost:5000/edge"])
     add_task_option(p)
 
 

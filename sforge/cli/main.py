@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import sys
 
 from sforge import __version__
 from sforge.cli import grading, images, service, tasks
-from sforge.cli.common import GLOBAL_DEFAULTS, GLOBAL_OPTIONS, AddParser
-from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.cli.common import GLOBAL_DEFAULTS, GLOBAL_OPTIONS, AddParser, Parser, print_json
+from sforge.cli.completion import add_completion
+from sforge.cli.exits import CLOSED_PIPE, INTERRUPTED, error_kind, exit_code, exit_codes_text
+from sforge.core.errors import SforgeError
 from sforge.runs import COMMANDS as RUN_COMMANDS
 
 DESCRIPTION = "sforge: build images, grade archives, aggregate scores for a benchmark directory."
@@ -27,11 +28,16 @@ benchmark: -b/--benchmark DIR, else $SFORGE_BENCHMARK, else edgebench/.
 results:   --results DIR, else results/ beside the benchmark directory (<benchmark>/../results);
            products go under <results>/<benchmark name>/.
 Plain Snakemake from the repository root makes the same targets: snakemake all|images|grade|report.
-"""
+--json (list, plan, eval, grade, report, check, clean, doctor, run, runs, agents, import):
+           one JSON object on stdout, notes on stderr; an error is {"error", "kind", "code"}.
+NO_COLOR set: no colour and no live progress line, plain lines only.
+Shell completion: eval "$(sforge completion bash)" (or zsh).
+
+""" + exit_codes_text()
 
 # The order `sforge --help` lists the commands in.
 COMMAND_ORDER = ("list", "plan", "verify", "build", "push", "pull", "eval", "grade", "report",
-                 "serve", "check", "doctor", "import", *RUN_COMMANDS, "clean")
+                 "serve", "check", "doctor", "import", *RUN_COMMANDS, "clean", "completion")
 
 
 def command_named(argv: list[str]) -> str | None:
@@ -66,13 +72,14 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with `argv`, the run commands' options are only defined when `argv`
     names one of them (they import the run machinery, which every other command's start
     would pay for). Their names and help are always listed."""
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = Parser(
         prog="sforge", description=DESCRIPTION, epilog=EPILOG, parents=[GLOBAL_OPTIONS],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"sforge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parsers: dict[str, AddParser] = {**images.PARSERS, **grading.PARSERS, **tasks.PARSERS,
-                                     **service.PARSERS}
+                                     **service.PARSERS,
+                                     "completion": lambda s: add_completion(s, build_parser)}
     if argv is None or command_named(argv) in (*RUN_COMMANDS, None):
         from sforge.cli.runs import PARSERS as RUN_PARSERS  # function-level: start-up time
 
@@ -85,43 +92,42 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def error_kind(exc: SforgeError) -> str:
-    """"infrastructure" (Docker, registry, disk: retry later) or "input" (fix what you gave)."""
-    return "infrastructure" if isinstance(exc, InfrastructureError) else "input"
-
-
 def main(argv: list[str] | None = None) -> int:
     """Parse `argv` (default: the process's), sweep orphaned judges, run the command; its
-    exit code (2 for an error sforge explains, 130 interrupted, 141 a closed pipe)."""
+    exit code (sforge.cli.exits: 2 usage, 3 input, 4 infrastructure, 130 interrupted, 141 a
+    closed pipe). With --json an error is also one JSON object on stdout."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
-    if not hasattr(args, "func"):  # a run command command_named missed: define them all
-        args = build_parser().parse_args(argv)
-    for name, default in GLOBAL_DEFAULTS.items():
-        if not hasattr(args, name):
-            setattr(args, name, default)
+    args: argparse.Namespace | None = None
     try:
-        from sforge.commands.execution import sweep  # function-level: buys start-up time
+        args = build_parser(argv).parse_args(argv)
+        if not hasattr(args, "func"):  # a run command command_named missed: define them all
+            args = build_parser().parse_args(argv)
+        for name, default in GLOBAL_DEFAULTS.items():
+            if not hasattr(args, name):
+                setattr(args, name, default)
+        if getattr(args, "sweep", True):  # `completion` prints a script: no Docker, no sweep
+            from sforge.commands.execution import sweep  # function-level: start-up time
 
-        sweep()
+            sweep()
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
-        return code
+        return int(code)
     except BrokenPipeError:
         # `sforge report | head -1`: the reader has what it wanted. Python would report the
         # pipe again when it flushes stdout at exit, so point stdout at /dev/null first.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        return 141  # as a process killed by SIGPIPE
+        return CLOSED_PIPE
     except SforgeError as exc:
         print(f"sforge: error: {exc}", file=sys.stderr)
-        if getattr(args, "json", False):  # the one JSON object a --json caller parses
-            print(json.dumps({"error": str(exc), "kind": error_kind(exc)}))
-        return 2
+        wants_json = getattr(args, "json", False) if args is not None else "--json" in argv
+        if wants_json:  # the one JSON object a --json caller parses
+            print_json({"error": str(exc), "kind": error_kind(exc), "code": exit_code(exc)})
+        return exit_code(exc)
     except KeyboardInterrupt:
         print("sforge: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 def run() -> None:

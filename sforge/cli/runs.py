@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
+import sys
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -19,19 +19,25 @@ from sforge.cli.common import (
     Subcommands,
     add_command,
     add_jobs_options,
+    add_json_option,
     config_from,
     execution_from,
     pipeline_from,
+    positive_float,
+    positive_int,
+    print_json,
 )
+from sforge.cli.exits import FAILED, OK
 from sforge.core.clock import now_iso
 from sforge.core.console import say
-from sforge.core.errors import SforgeError
+from sforge.core.errors import SforgeError, UsageError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
 from sforge.runs.columns import record_state, shorten_error, usage_columns
 from sforge.runs.spec import RunSpec, check_run_id, spec_path
 
 if TYPE_CHECKING:
+    from sforge.core.console import Verdict
     from sforge.plan.pipeline import Pipeline
 
 RUN_HELP = """\
@@ -99,12 +105,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sforge.runs.signals import install_signal_handlers
     from sforge.runs.targets import run_targets
 
-    config = config_from(args)
     if not args.task:
-        raise SforgeError("give at least one --task ID")
+        raise UsageError("run: give at least one --task ID")
+    config = config_from(args)
     agent = load_agent(args.agent)
     if agent.script and not args.script:
-        raise SforgeError(f"agent {agent.name} runs a script: give --script FILE")
+        raise UsageError(f"run: agent {agent.name} runs a script: give --script FILE")
+    if args.script and not Path(args.script).is_file():  # said here, not in a Snakemake job
+        raise SforgeError(f"--script {args.script}: no such file")
     agent.require_key(args.model_api)
     spec = _spec_from_args(args, config, args.task)
     config["run"] = spec.as_config()
@@ -115,7 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     targets = run_targets(pipe, spec)
     missing = [t for t in targets if not t.exists()]
     if not missing:
-        print(f"run {spec.id}: all {len(targets)} run(s) done; nothing to make")
+        print(f"run {spec.id}: all {len(targets)} run(s) done; nothing to make",
+              file=sys.stderr if args.json else sys.stdout)
         return _print_runs(pipe, spec.id, args)
     install_signal_handlers()
     ok = False
@@ -127,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             say(f"judge service at {svc.url}")
             ok = _make(args, config, pipe, replace(spec, service=svc.url), missing)
     code = _print_runs(pipe, spec.id, args)
-    return 0 if ok else (code or 1)
+    return OK if ok else (code or FAILED)
 
 
 def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec: RunSpec,
@@ -136,24 +145,60 @@ def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
     from sforge.commands.execution import run_workflow  # function-level: start-up time
+    from sforge.core.console import JobProgress
 
     config = dict(config, run=spec.as_config())
     pipe.config["run"] = spec.as_config()
     box: dict[str, Any] = {}
 
+    ex = execution_from(args)
+    root = pipe.layout.root
+    progress = JobProgress("run", lambda rule, wc: run_verdict(root, rule, wc),
+                           verbose=ex.verbose >= 1)
+
     def work() -> None:
         try:
-            box["ok"] = run_workflow(config, targets, execution_from(args))
+            box["ok"] = run_workflow(config, targets, ex, progress=progress)
         except BaseException as exc:  # re-raised in the main thread
             box["error"] = exc
 
     thread = threading.Thread(target=work, name="sforge-snakemake", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.5)
+    with progress:  # sforge's progress line, not Snakemake's chatter (as `grade` shows)
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)
     if "error" in box:
         raise box["error"]
     return bool(box.get("ok"))
+
+
+def run_verdict(root: Path, rule: str, wildcards: dict[str, str]) -> Verdict | None:
+    """What a finished job of `sforge run` did, in one line: a run's task, id, repeat and
+    state with its best score; an agent's bundle or an image made."""
+    from sforge.core.console import Verdict  # function-level: start-up time (logging)
+
+    if rule == "agent_run":
+        run, task, repeat = (wildcards.get(k, "?") for k in ("run", "task", "repeat"))
+        folder = root / "runs" / run / task / repeat
+        if wildcards.get("failed") == "yes":
+            return Verdict(f"{task}  {run}/{repeat}  FAILED (see {folder / 'agent.log'})", True)
+        try:
+            record = read_json(folder / "run.json")
+        except (OSError, ValueError) as exc:
+            return Verdict(f"{task}  {run}/{repeat}  record unreadable: {exc}", True)
+        state = record_state(record, "done")
+        best = record.get("best_score")
+        line = f"{task}  {run}/{repeat}  {state}  best {'-' if best is None else best}"
+        if record.get("error"):
+            line += f"  {shorten_error({'error': record['error']})['error']}"
+        return Verdict(line, state != "done")
+    if rule == "agent_bundle":
+        return Verdict(f"agent bundle {wildcards.get('agent', '?')} ready", False)
+    if rule in ("base_image", "task_image"):
+        kind, name = wildcards.get("kind", "base"), wildcards.get("task") or wildcards.get("name")
+        state = "FAILED (see its build log)" if wildcards.get("failed") == "yes" else "ready"
+        return Verdict(f"image {kind} {name} ({wildcards.get('digest', '?')}) {state}", False)
+    return None
 
 
 # sforge runs -----------------------------------------------------------------------------
@@ -202,7 +247,7 @@ def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
 def _print_runs(pipe: Pipeline, run_id: str | None, args: argparse.Namespace) -> int:
     rows = list_runs(pipe.layout.root, run_id)
     if getattr(args, "json", False):
-        print(json.dumps(rows, indent=2))
+        print_json({"runs": rows})
         return 0
     from tabulate import tabulate  # function-level: buys start-up time
 
@@ -219,11 +264,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
             check_run_id(given)
     pipe = pipeline_from(config_from(args))
     if args.cancel:
-        return _cancel(pipe, args.cancel)
+        return _cancel(pipe, args.cancel, args)
     return _print_runs(pipe, args.run, args)
 
 
-def _cancel(pipe: Pipeline, run_id: str) -> int:
+def _cancel(pipe: Pipeline, run_id: str, args: argparse.Namespace) -> int:
     """Ask a run's jobs to stop: they grade the final workspace and record run.json with
     stopped_by=cancelled (so it is not redone)."""
     folders = [f for f in sorted((pipe.layout.runs / run_id).glob("*/*"))
@@ -232,7 +277,10 @@ def _cancel(pipe: Pipeline, run_id: str) -> int:
         raise SforgeError(f"no run {run_id} under {pipe.layout.root / 'runs'}")
     for folder in folders:
         atomic_write_json(folder / "cancel", {"at": now_iso("auto")})
-    print(f"run {run_id}: cancel asked of {len(folders)} unfinished run(s)")
+    if args.json:
+        print_json({"run": run_id, "cancelled": [str(f) for f in folders]})
+    else:
+        print(f"run {run_id}: cancel asked of {len(folders)} unfinished run(s)")
     return 0
 
 
@@ -242,10 +290,14 @@ def cmd_agents(args: argparse.Namespace) -> int:
     from sforge.runs.agents import available, load_agent  # function-level: start-up time
     from sforge.runs.bundle import bundle_digest, bundle_dir, ensure_bundle
 
+    prepared = {}
     for name in args.prepare or []:
-        path = ensure_bundle(load_agent(name))
-        print(f"{name}: bundle ready at {path}")
+        prepared[name] = str(ensure_bundle(load_agent(name)))
+        if not args.json:
+            print(f"{name}: bundle ready at {prepared[name]}")
     if args.prepare:
+        if args.json:
+            print_json({"prepared": prepared})
         return 0
     rows = []
     for name in available():
@@ -261,6 +313,9 @@ def cmd_agents(args: argparse.Namespace) -> int:
         api = agent.model_api
         rows.append({"agent": name, "description": agent.description,
                      "key": api.key_env if api else "-", "bundle": state})
+    if args.json:
+        print_json({"agents": rows})
+        return 0
     from tabulate import tabulate  # function-level: buys start-up time
 
     print(tabulate(rows, headers="keys", tablefmt="simple"))
@@ -270,15 +325,18 @@ def cmd_agents(args: argparse.Namespace) -> int:
 # parsers ----------------------------------------------------------------------------------
 def add_run(sub: Subcommands) -> None:
     """`sforge run`'s parser."""
-    p = add_command(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP)
+    p = add_command(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP, examples=[
+        "sforge run -a script --script players/reference.sh -t number_guess",
+        "sforge run -a claude-code -t knapsack -t semver_ranges --repeat 3 -j 2",
+        "sforge run -a codex -t knapsack --model-api http://127.0.0.1:8000/v1 --json"])
     p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
     p.add_argument("--agent", "-a", required=True, metavar="NAME",
                    help="agents/<NAME>/: claude-code, codex, script")
     p.add_argument("--model", "-m", help="model name (default: the agent's default_model)")
-    p.add_argument("--timeout", type=float, metavar="S",
+    p.add_argument("--timeout", type=positive_float, metavar="S",
                    help="the agent's wall clock (default: config run_timeout_s, 3600)")
     p.add_argument("--run-id", metavar="R", help="run id (default: <agent>-<UTC time>)")
-    p.add_argument("--repeat", type=int, default=1, metavar="K",
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="K",
                    help="K independent runs per task, each its own source (default 1); "
                    "`sforge report` pools them per agent and model: mean with a 95%% "
                    "interval, best-of-K and pass@k (leaderboard_repeats.csv)")
@@ -305,22 +363,26 @@ def add_run(sub: Subcommands) -> None:
                    help="send the agent's model calls to this API instead of its own, "
                         "http(s)://host[:port][/path] (a local server, a gateway); seen "
                         "from this host, the only origin the proxy forwards to")
-    p.add_argument("--json", action="store_true", help="print the run table as JSON")
+    add_json_option(p, "the run table ({\"runs\": [...]})")
 
 
 def add_runs(sub: Subcommands) -> None:
     """`sforge runs`'s parser."""
-    p = add_command(sub, "runs", cmd_runs, COMMANDS["runs"])
+    p = add_command(sub, "runs", cmd_runs, COMMANDS["runs"], examples=[
+        "sforge runs", "sforge runs --run r1 --json | jq -r '.runs[].state'",
+        "sforge runs --cancel r1"])
     p.add_argument("--run", metavar="R", help="only this run")
     p.add_argument("--cancel", metavar="R", help="stop run R's unfinished jobs")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    add_json_option(p, "the runs ({\"runs\": [...]}; with --cancel what was asked to stop)")
 
 
 def add_agents(sub: Subcommands) -> None:
     """`sforge agents`'s parser."""
-    p = add_command(sub, "agents", cmd_agents, COMMANDS["agents"])
+    p = add_command(sub, "agents", cmd_agents, COMMANDS["agents"], examples=[
+        "sforge agents", "sforge agents --prepare claude-code codex"])
     p.add_argument("--prepare", nargs="+", metavar="NAME",
                    help="download and assemble these agents' bundles (once per machine)")
+    add_json_option(p, "the agents ({\"agents\": [...]})")
 
 
 PARSERS: dict[str, AddParser] = {"run": add_run, "runs": add_runs, "agents": add_agents}

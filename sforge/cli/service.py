@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 
 from sforge.cli.common import (
@@ -13,9 +12,11 @@ from sforge.cli.common import (
     Subcommands,
     add_command,
     add_jobs_options,
+    add_json_option,
     config_from,
     execution_from,
     pipeline_from,
+    print_json,
     report_broken,
 )
 
@@ -43,7 +44,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     checks = doctor(pipe, args.profile, execution_from(args))
     failed = [c for c in checks if not c.ok]
     if args.json:
-        print(json.dumps([dataclasses.asdict(c) for c in checks], indent=1))
+        print_json({"checks": [dataclasses.asdict(c) for c in checks],
+                    "ok": len(checks) - len(failed), "to_fix": len(failed)})
         return 1 if failed else 0
     print(table(checks))
     print(f"sforge doctor: {len(checks) - len(failed)} OK, {len(failed)} to fix")
@@ -62,7 +64,9 @@ def add_serve(sub: Subcommands) -> None:
         "filesystem), so a restart loses nothing. Admin token: $SFORGE_ADMIN_TOKEN, else\n"
         "<results>/<bench>/service/admin.token (made once, mode 0600). API docs: /docs.\n"
         "SIGTERM drains: no new submissions, running judges finish (service.drain_s),\n"
-        "queued ones wait for the next start.")
+        "queued ones wait for the next start.",
+        examples=["sforge serve                         # 127.0.0.1:8765",
+                  "sforge serve --port 0 --socket /tmp/sforge.sock --max-concurrent 4"])
     p.add_argument("--host", metavar="ADDR",
                    help="TCP address to bind (default 127.0.0.1: loopback only)")
     p.add_argument("--port", type=int, metavar="N",
@@ -91,10 +95,11 @@ def add_doctor(sub: Subcommands) -> None:
         "python must exist on every node), `docker info`, the judge images (in the\n"
         "node's daemon or pullable from the registry), the results directory (readable,\n"
         "writable, shared at the same path) and the clock. A node's job also sweeps the\n"
-        "judge containers killed jobs left there. Exit 0 only if every check is OK.")
+        "judge containers killed jobs left there. Exit 0 only if every check is OK.",
+        examples=["sforge doctor", "sforge doctor --profile slurm",
+                  "sforge doctor --json | jq '.checks[] | select(.ok | not)'"])
     add_jobs_options(p)
-    p.add_argument("--json", action="store_true",
-                   help="print the checks as JSON (node, check, ok, detail, fix)")
+    add_json_option(p, "the checks (node, check, ok, detail, fix) and counts")
 
 
 PARSERS: dict[str, AddParser] = {"serve": add_serve, "doctor": add_doctor}

@@ -5,7 +5,7 @@ sforge.importers."""
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,12 +14,15 @@ from sforge.cli.common import (
     Subcommands,
     add_command,
     add_jobs_options,
+    add_json_option,
     add_task_option,
     config_from,
     execution_from,
     pipeline_from,
+    print_json,
 )
-from sforge.core.errors import SforgeError
+from sforge.cli.exits import FAILED, OK
+from sforge.core.errors import UsageError
 
 if TYPE_CHECKING:
     from sforge.check import Finding
@@ -40,16 +43,22 @@ def cmd_check(args: argparse.Namespace) -> int:
         from sforge.check.integrity import check_integrity  # function-level: start-up time
 
         if args.repeat is not None and args.repeat < 2:
-            raise SforgeError("--repeat needs at least 2 runs to compare")
+            raise UsageError("--repeat needs at least 2 runs to compare")
         findings += check_integrity(pipeline_from(config), args.task, execution_from(args),
                                     repeat=args.repeat or 0)
     elif args.repeat:
         findings += _repeat_findings(args, config)
+    errors = [f for f in findings if f.severity == "error"]
+    if args.json:
+        print_json({"findings": [{"file": str(f.file), "line": f.line, "rule": f.rule,
+                                  "message": f.message, "severity": f.severity}
+                                 for f in findings],
+                    "errors": len(errors), "warnings": len(findings) - len(errors)})
+        return FAILED if errors else OK
     if findings:
         print(format_findings(findings))
-    errors = [f for f in findings if f.severity == "error"]
     print(f"sforge check: {len(errors)} error(s), {len(findings) - len(errors)} warning(s)")
-    return 1 if errors else 0
+    return FAILED if errors else OK
 
 
 def _repeat_findings(args: argparse.Namespace, config: dict[str, Any]) -> list[Finding]:
@@ -59,7 +68,7 @@ def _repeat_findings(args: argparse.Namespace, config: dict[str, Any]) -> list[F
     from sforge.commands.references import REFERENCE_SOURCE, repeat_references
 
     if args.repeat < 2:
-        raise SforgeError("--repeat needs at least 2 runs to compare")
+        raise UsageError("--repeat needs at least 2 runs to compare")
     pipe = pipeline_from(config)
     outcomes, missing = repeat_references(pipe, args.task, args.repeat, execution_from(args))
     found = []
@@ -71,7 +80,8 @@ def _repeat_findings(args: argparse.Namespace, config: dict[str, Any]) -> list[F
                                  f"{args.repeat} runs of the judge on {out.archive.name} "
                                  f"disagree: {seen}"))
         else:
-            print(f"{out.task}: {args.repeat} runs agree ({seen.split(', ')[0]})")
+            print(f"{out.task}: {args.repeat} runs agree ({seen.split(', ')[0]})",
+                  file=sys.stderr if args.json else sys.stdout)
     for tid in missing:
         found.append(Finding(pipe.bench.tasks[tid].toml_path, None, "nondeterministic-grader",
                              f"no reference to repeat (submissions/{REFERENCE_SOURCE}/{tid}/)",
@@ -92,8 +102,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         pipe = pipeline_from(config_from(args, benchmark=str(into)))
         make_references(pipe, reports, execution_from(args))
     if args.json:
-        print(json.dumps({"into": str(into), "tasks": [r.to_dict() for r in reports]},
-                         indent=2))
+        print_json({"into": str(into), "tasks": [r.to_dict() for r in reports]})
     else:
         for r in reports:
             if not r.fits:
@@ -129,7 +138,11 @@ def add_check(sub: Subcommands) -> None:
         "(submissions/reference/<task>/) N times in fresh containers and flag a grader\n"
         "whose verdicts differ. With --integrity, grade the no-op submission, the\n"
         "[reference] and cheat probes with the real judges and read the work images for\n"
-        "leaks (README: Integrity).")
+        "leaks (README: Integrity).",
+        examples=["sforge check", "sforge check --repeat 3 -t knapsack",
+                  "sforge check --integrity -j 2",
+                  "sforge check --json | jq -r '.findings[] | select(.severity==\"error\")"
+                  " | .file'"])
     p.add_argument("--repeat", type=int, metavar="N",
                    help="judge each task's reference N times; differing verdicts are an error "
                         "(with --integrity: the task's [reference])")
@@ -141,6 +154,7 @@ def add_check(sub: Subcommands) -> None:
                         "judge decides (README: Integrity)")
     add_task_option(p)
     add_jobs_options(p)
+    add_json_option(p, "the findings (file, line, rule, message, severity) and counts")
 
 
 def add_import(sub: Subcommands) -> None:
@@ -155,7 +169,10 @@ def add_import(sub: Subcommands) -> None:
         "timing themselves) is reported and not written. Each imported task's own\n"
         "solution is run in its work image and stored as\n"
         "BENCH_DIR/submissions/reference/<task>/reference.tar.gz. Exit 1 when a task\n"
-        "does not fit or its reference could not be made.")
+        "does not fit or its reference could not be made.",
+        examples=["sforge import harbor ~/harbor/tasks --into mybench",
+                  "sforge import terminal-bench tb/tasks/hello --into mybench --no-reference",
+                  "sforge -b mybench report"])
     p.add_argument("format", choices=["harbor", "terminal-bench"])
     p.add_argument("src", nargs="+", metavar="SRC", help="task directory, or a directory of them")
     p.add_argument("--into", required=True, metavar="BENCH_DIR",
@@ -166,7 +183,7 @@ def add_import(sub: Subcommands) -> None:
     p.add_argument("--force", action="store_true", help="replace task directories that exist")
     p.add_argument("--no-reference", dest="reference", action="store_false",
                    help="do not build images and run the solutions")
-    p.add_argument("--json", action="store_true", help="print the per-task report as JSON")
+    add_json_option(p, "the per-task report")
     add_jobs_options(p)
 
 

@@ -36,12 +36,13 @@ def package_data(name: str) -> Path:
 _PARSED_KEEP = 16  # YAML documents remembered (the newest)
 
 
-def safe_yaml(text: str) -> Any:
+def safe_yaml(text: str, source: str | Path | None = None) -> Any:
     """yaml.safe_load, remembered by the text's digest in the user's cache: config.yaml and
     its schema are read on every command, and importing PyYAML and parsing them cost a
     tenth of a one-archive `sforge eval`. Each call gives its own copy. A document that is
     not plain JSON data (a YAML date, a number as a key) is parsed every time; a lost or
-    unwritable memory only costs the parse."""
+    unwritable memory only costs the parse. A syntax error is an SforgeError naming `source`
+    (the file), the line and the column."""
     key = hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
     memory = user_cache("yaml.json")
     try:
@@ -53,7 +54,10 @@ def safe_yaml(text: str) -> Any:
         return known[key]
     import yaml
 
-    data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        data = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as exc:
+        raise SforgeError(yaml_error_text(exc, source)) from None
     try:
         plain = json.loads(json.dumps(data)) == data
     except (TypeError, ValueError):
@@ -68,6 +72,15 @@ def safe_yaml(text: str) -> Any:
         except OSError:
             pass
     return data
+
+
+def yaml_error_text(exc: Any, source: str | Path | None) -> str:
+    """One line for a YAML syntax error: `FILE:LINE:COLUMN: YAML syntax error: what`."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = str(source or "<yaml>") + (f":{mark.line + 1}:{mark.column + 1}" if mark else "")
+    what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    return f"{where}: YAML syntax error: {what}" + (f" ({context})" if context else "")
 
 
 @functools.cache
@@ -146,7 +159,7 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
     env = os.environ if env is None else env
     config = defaults()
     if path is not None and path.is_file():
-        data = safe_yaml(path.read_text()) or {}
+        data = safe_yaml(path.read_text(), path) or {}
         if not isinstance(data, dict):
             raise SforgeError(f"{path}: expected a mapping of settings")
         validate(data, str(path))
@@ -192,5 +205,5 @@ def _sets(path: Path | None, key: str) -> bool:
     states the defaults)."""
     if path is None or not path.is_file():
         return False
-    data = safe_yaml(path.read_text()) or {}
+    data = safe_yaml(path.read_text(), path) or {}
     return isinstance(data, dict) and data.get(key) is not None

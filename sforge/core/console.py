@@ -10,12 +10,20 @@ task, the source and the verdict of each judge, and it hides Snakemake's chatter
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+
+def no_color() -> bool:
+    """NO_COLOR is set (https://no-color.org): no ANSI escapes in anything sforge writes, so
+    no colour and no live display redrawn in place (plain lines instead)."""
+    return bool(os.environ.get("NO_COLOR"))
+
 
 _warned: set[str] = set()
 _warn_lock = threading.Lock()
@@ -71,6 +79,7 @@ class JobProgress(logging.Handler):
         self.started = time.monotonic()
         self._progress: Any = None
         self._task: Any = None
+        self.live = False  # drawn in place on a terminal (not with NO_COLOR)
 
     # the display --------------------------------------------------------------------
     def __enter__(self) -> JobProgress:
@@ -84,13 +93,14 @@ class JobProgress(logging.Handler):
             TimeRemainingColumn,
         )
 
-        console = Console(file=self.stream, highlight=False)
+        console = Console(file=self.stream, highlight=False, no_color=no_color())
+        self.live = console.is_terminal and not no_color()
         self._progress = Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
             TextColumn("{task.fields[rate]}"), TextColumn("ETA"), TimeRemainingColumn(),
             TimeElapsedColumn(), TextColumn("{task.fields[counts]}"),
             console=console, transient=False, refresh_per_second=4,
-            disable=not console.is_terminal)
+            disable=not self.live)
         self._progress.start()
         self._task = self._progress.add_task(self.title, total=None, rate="", counts="")
         return self
@@ -102,7 +112,7 @@ class JobProgress(logging.Handler):
 
     def print(self, line: str) -> None:
         """A line above the live display (or plainly, when there is none)."""
-        if self._progress is not None and self._progress.console.is_terminal:
+        if self._progress is not None and self.live:
             self._progress.console.print(line, markup=False, highlight=False)
         else:
             print(line, file=self.stream, flush=True)

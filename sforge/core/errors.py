@@ -21,6 +21,11 @@ class DefinitionError(SforgeError):
         super().__init__(f"{where}: {message}")
 
 
+class UsageError(SforgeError):
+    """A command line that cannot be run as given (an option's value out of range, a needed
+    option missing): fix the command, not the files it names."""
+
+
 class InfrastructureError(SforgeError):
     """Docker daemon, registry or disk trouble: never a verdict, never a result file."""
 

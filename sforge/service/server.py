@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sforge.core.console import no_color
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_json
 from sforge.plan.pipeline import Pipeline
@@ -125,6 +126,7 @@ def serve(pipe: Pipeline, listen: Listen, *, max_concurrent: float | None = None
         service = Service(pipe, max_concurrent=max_concurrent, max_pending=max_pending)
         app = create_app(service)
         config = uvicorn.Config(app, log_level=log_level, access_log=False,
+                                use_colors=False if no_color() else None,
                                 timeout_graceful_shutdown=5, lifespan="on")
         server = uvicorn.Server(config)
         address = {"pid": os.getpid(), "urls": urls,

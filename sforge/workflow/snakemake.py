@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from sforge.core.config import WORKFLOW_DIR
-from sforge.core.console import HideChatter, say
+from sforge.core.console import HideChatter, no_color, say
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_text
 from sforge.grading.capacity import machine_memory_mb
@@ -89,7 +89,7 @@ def _run_api(job: Run) -> bool:
     if job.quiet:
         quiet |= {Quietness.PROGRESS}
     try:
-        with SnakemakeApi(OutputSettings(quiet=quiet)) as api:
+        with SnakemakeApi(OutputSettings(quiet=quiet, nocolor=no_color())) as api:
             if job.progress is not None and not job.quiet:
                 _attach(job.progress, hide_chatter=job.verbose < 2)
             # docker_builds: the Snakefile sets it from config (one setting for every path)
@@ -161,5 +161,6 @@ def _run_cli(job: Run) -> bool:
     # The workflow profile (profiles/default beside the Snakefile) is loaded by Snakemake.
     args = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE),
             "--directory", str(results), "--profile", str(profile),
-            "--configfile", str(configfile), "--keep-going", *job.targets]
+            "--configfile", str(configfile), "--keep-going",
+            *(["--nocolor"] if no_color() else []), *job.targets]
     return subprocess.run(args, cwd=WORKFLOW_DIR).returncode == 0

@@ -158,7 +158,7 @@ def _folder(edge, run_id: str):
 
 def _listed(edge, run_id: str) -> dict:
     proc = edge.run("runs", "--run", run_id, "--json", check=True)
-    rows = json.loads(proc.stdout)
+    rows = json.loads(proc.stdout)["runs"]
     assert len(rows) == 1, rows
     return rows[0]
 
@@ -201,14 +201,14 @@ def test_claude_code_against_a_failing_api_fails_early(edge, status):
 def test_no_key_is_refused_and_a_bad_model_api_too(edge):
     proc = edge.run("run", "--agent", "claude-code", "--task", TASK, "--run-id", "nokey",
                     env={"ANTHROPIC_API_KEY": ""})
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "ANTHROPIC_API_KEY is not set" in proc.stderr and "--model-api" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (edge.results / edge.name / "runs" / "nokey").exists()
     proc = edge.run("run", "--agent", "claude-code", "--task", TASK, "--run-id", "badapi",
                     "--model-api", "http://user:pw@127.0.0.1:9/x?y=1",
                     env={"ANTHROPIC_API_KEY": ""})
-    assert proc.returncode == 2 and "--model-api" in proc.stderr, proc.stderr
+    assert proc.returncode == 3 and "--model-api" in proc.stderr, proc.stderr
 
 
 @pytest.mark.docker

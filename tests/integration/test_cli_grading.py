@@ -81,3 +81,30 @@ def test_progress_lines_warnings_once_and_clean(minibench, tmp_path, docker_clie
     assert list((root / "evals" / "beta").glob("*.json"))  # beta's result stays
     assert sf.run("clean", "--config", str(config), check=True).stdout.strip() == \
         "sforge clean: nothing unreferenced"
+
+
+def test_eval_exits_1_on_an_invalid_verdict(minibench, tmp_path):
+    """A script tells a valid verdict (0) from an INVALID one (1) by the exit code alone,
+    with --json too, and from an error it could not decide (3: an archive that is missing)."""
+    good = archive(tmp_path / "good.tar.gz", {"answer.txt": "7\n"})
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(b"not a tar archive at all" * 4)
+    valid = minibench.run("eval", "-t", "alpha", "-a", str(good))
+    assert valid.returncode == 0, valid.stderr
+    assert valid.stdout.startswith("alpha: valid score=7.0")
+    invalid = minibench.run("eval", "-t", "alpha", "-a", str(bad))
+    assert invalid.returncode == 1, invalid.stderr
+    assert invalid.stdout.startswith("alpha: INVALID") and "reason:" in invalid.stdout
+    again = minibench.run("eval", "-t", "alpha", "-a", str(bad), "--json")  # already graded
+    assert again.returncode == 1 and json.loads(again.stdout)["valid"] is False
+    assert "already graded" in again.stderr
+    missing = minibench.run("eval", "-t", "alpha", "-a", str(tmp_path / "none.tar"), "--json")
+    assert missing.returncode == 3 and json.loads(missing.stdout)["code"] == 3
+    # grade, report and clean with --json: one object each, and nothing else on stdout
+    grade = json.loads(minibench.run("grade", "--json", check=True).stdout)
+    assert grade["failed"] == 0 and grade["up_to_date"] == grade["distinct"] >= 2, grade
+    report = json.loads(minibench.run("report", "--json", check=True).stdout)
+    assert report["ok"] and report["report"].endswith("report.html")
+    assert [row["source"] for row in report["leaderboard"]] == ["manual"], report
+    clean = json.loads(minibench.run("clean", "--json", check=True).stdout)
+    assert clean["removed"] is False and clean["bytes"] == sum(i["size"] for i in clean["items"])

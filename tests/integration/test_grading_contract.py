@@ -121,7 +121,7 @@ def test_report_after_an_experiment_grades_nothing(minibench, tmp_path):
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
 def test_eval_refuses_a_timeout_that_is_not_a_positive_number(minibench, tmp_path, timeout):
     """`--timeout` is a wall clock in seconds (> 0, finite, as [judge] timeout_sec): any
-    other value is an input error, and nothing is stored or graded (`--timeout 0` was
+    other value is a usage error (exit 2), and nothing is stored or graded (`--timeout 0` was
     dropped, the archive stored among the leaderboard's submissions and graded under the
     task's own timeout)."""
     sub = archive(tmp_path / "s.tar.gz", {"answer.txt": "3"})
@@ -129,7 +129,7 @@ def test_eval_refuses_a_timeout_that_is_not_a_positive_number(minibench, tmp_pat
                          f"--timeout={timeout}", "--json")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
-    assert out["kind"] == "input" and "--timeout" in out["error"], out
+    assert out["kind"] == "usage" and "--timeout" in out["error"], out
     assert "Traceback" not in proc.stderr, proc.stderr
     root = minibench.results / minibench.name
     for folder in ("submissions", "experiments", "evals"):
@@ -324,7 +324,8 @@ def test_a_changed_limit_regrades_and_the_old_result_comes_back(minibench, tmp_p
          f"results={minibench.results}"], cwd=REPO, capture_output=True, text=True)
     assert snake.returncode == 0, snake.stderr[-3000:]
     evaluated = minibench.run("eval", "--config", str(strict), "--task", "gamma",
-                              "--archive", str(sub), "--json", check=True)
+                              "--archive", str(sub), "--json")
+    assert evaluated.returncode == 1, evaluated.stderr  # the verdict is INVALID
     assert json.loads(evaluated.stdout)["key"] == new.stem
     assert "already graded" in evaluated.stderr
     local = subprocess.run([sys.executable, str(REPO / "tools" / "judge_local.py"),

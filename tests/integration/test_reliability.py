@@ -80,7 +80,7 @@ def test_bad_submissions_become_their_own_invalid_results(minibench, tmp_path):
     bad = tmp_path / "bad.tar.gz"
     bad.write_bytes(b"this is not an archive" * 10)
     proc = minibench.run("eval", "--task", "alpha", "--archive", str(bad), "--json")
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # an INVALID verdict
     out = json.loads(proc.stdout)
     assert out["valid"] is False and "not a readable tar archive" in out["reason"]
     assert "8 up to date, 0 graded" in minibench.run("grade", check=True).stdout
@@ -131,15 +131,15 @@ def test_json_errors_are_one_object_with_a_kind(minibench, tmp_path):
     sub = archive(tmp_path / "s.tar.gz", {"answer.txt": "1"})
     down = minibench.run("eval", "-t", "alpha", "-a", str(sub), "--json",
                          env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
-    assert down.returncode == 2
+    assert down.returncode == 4
     out = json.loads(down.stdout)
     assert out["kind"] == "infrastructure" and "Docker daemon" in out["error"]
     missing = minibench.run("eval", "-t", "alpha", "-a", str(tmp_path / "nope.tar"), "--json")
-    assert missing.returncode == 2
+    assert missing.returncode == 3
     assert json.loads(missing.stdout) == {"error": f"{tmp_path / 'nope.tar'}: archive not found",
-                                          "kind": "input"}
+                                          "kind": "input", "code": 3}
     unknown = minibench.run("eval", "-t", "nosuch", "-a", str(sub), "--json")
-    assert unknown.returncode == 2 and json.loads(unknown.stdout)["kind"] == "input"
+    assert unknown.returncode == 3 and json.loads(unknown.stdout)["kind"] == "input"
 
 
 def test_every_command_sweeps_orphaned_judges(minibench, docker_client):

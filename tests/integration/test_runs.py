@@ -81,7 +81,9 @@ def test_script_agent_two_tasks(edge, tmp_path, docker_client):
             "--task", "knapsack", "--task", "semver_ranges", "--cpus", "1", "-j", "2",
             "--timeout", "300", "--json"]
     proc = edge.run(*args, check=True)
-    rows = {r["task"]: r for r in json.loads(proc.stdout[proc.stdout.index("["):])}
+    rows = {r["task"]: r for r in json.loads(proc.stdout)["runs"]}  # stdout: only the JSON
+    for chatter in ("Finished jobid", "steps (", "Building DAG", "Select jobs", "rule agent_run"):
+        assert chatter not in proc.stderr, proc.stderr  # sforge's progress, not Snakemake's
     assert {r["state"] for r in rows.values()} == {"done"}
     root = edge.results / edge.name
     for task in TASKS:
@@ -122,7 +124,8 @@ def test_script_agent_two_tasks(edge, tmp_path, docker_client):
     before = {t: (root / "runs" / "r1" / t / "0" / "run.json").stat().st_mtime_ns
               for t in TASKS}
     again = edge.run(*args, check=True)
-    assert "nothing to make" in again.stdout
+    assert "nothing to make" in again.stderr  # with --json, stdout is only the JSON
+    assert json.loads(again.stdout)["runs"]
     assert before == {t: (root / "runs" / "r1" / t / "0" / "run.json").stat().st_mtime_ns
                       for t in TASKS}
 
@@ -150,7 +153,7 @@ def test_killed_run_is_interrupted_then_rerun_finishes(edge, tmp_path, docker_cl
     assert attempt["final"]["final"]  # the workspace was still graded
     assert not run_containers(docker_client, edge, "r2")
     listed = edge.run("runs", "--run", "r2", "--json", check=True)
-    assert json.loads(listed.stdout)[0]["state"] == "interrupted"
+    assert json.loads(listed.stdout)["runs"][0]["state"] == "interrupted"
 
     done = subprocess.run(args, capture_output=True, text=True, cwd=edge.bench.parent,
                           timeout=300)
@@ -165,16 +168,16 @@ def test_bad_run_flags(edge, tmp_path):
     proc = edge.run("run", "--agent", "script", "--task", "knapsack")
     assert proc.returncode == 2 and "--script" in proc.stderr
     proc = edge.run("run", "--agent", "nope", "--task", "knapsack")
-    assert proc.returncode == 2 and "unknown agent 'nope'" in proc.stderr
+    assert proc.returncode == 3 and "unknown agent 'nope'" in proc.stderr
     script = tmp_path / "s.sh"
     script.write_text("true\n")
     proc = edge.run("run", "--agent", "script", "--script", str(script), "--task", "nope")
-    assert proc.returncode == 2 and "unknown task" in proc.stderr
+    assert proc.returncode == 3 and "unknown task" in proc.stderr
     # a run id names one set of settings (run r1 exists: test_script_agent_two_tasks)
     if (edge.results / edge.name / "runs" / "r1" / "spec.json").exists():
         proc = edge.run("run", "--agent", "script", "--script", str(script), "--run-id", "r1",
                         "--task", "knapsack")
-        assert proc.returncode == 2 and "other settings" in proc.stderr
+        assert proc.returncode == 3 and "other settings" in proc.stderr
         assert "script" in proc.stderr and "use a new --run-id" in proc.stderr
 
 

@@ -47,7 +47,7 @@ def test_plain_snakemake_makes_a_run(servicebench, tmp_path):
     rec = json.loads(target.read_text())
     assert rec["best_score"] == 6 and rec["rounds"] == 2 and rec["final"]["final"]
     # the run is in `sforge runs`, done
-    listed = json.loads(servicebench.run("runs", "--json", check=True).stdout)
+    listed = json.loads(servicebench.run("runs", "--json", check=True).stdout)["runs"]
     assert [(r["run"], r["state"]) for r in listed] == [("plain", "done")]
 
 
@@ -72,7 +72,8 @@ def start_slow_run(servicebench, tmp_path, run_id: str, answer: int):
 
 def test_cancel_a_running_run(servicebench, tmp_path):
     proc, folder = start_slow_run(servicebench, tmp_path, "c1", 3)
-    listed = json.loads(servicebench.run("runs", "--run", "c1", "--json", check=True).stdout)
+    listed = json.loads(servicebench.run("runs", "--run", "c1", "--json",
+                                         check=True).stdout)["runs"]
     assert listed[0]["state"] == "running"
     started = time.monotonic()
     servicebench.run("runs", "--cancel", "c1", check=True)

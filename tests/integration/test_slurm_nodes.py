@@ -275,7 +275,7 @@ def test_doctor_names_a_node_without_the_venvs_python(cluster, minibench):
     finally:
         subprocess.run([*ns, "umount", str(base)], check=True)
     assert proc.returncode == 1
-    checks = {(c["node"], c["check"]): c for c in json.loads(proc.stdout)}
+    checks = {(c["node"], c["check"]): c for c in json.loads(proc.stdout)["checks"]}
     bad = checks[("n2", "python")]
     assert not bad["ok"], checks
     assert bad["detail"].startswith(f"the job could not start {REPO}/.venv/bin/python")

@@ -142,7 +142,7 @@ def test_compiled_templates_are_kept_and_an_unwritable_cache_still_renders(tmp_p
 def test_the_sforge_command_keeps_its_exit_code(tmp_path):
     cmd = [sys.executable, "-m", "sforge", "-b", str(tmp_path / "missing"), "list"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 2 and "benchmark directory not found" in proc.stderr
+    assert proc.returncode == 3 and "benchmark directory not found" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "sforge", "--version"], capture_output=True,
                           text=True)
     assert proc.returncode == 0 and proc.stdout.startswith("sforge ")
