@@ -50,6 +50,7 @@ from sforge.report.plots import (
 )
 from sforge.report.state import (
     PAGES_VERSION,
+    RUNS_PAGE,
     entry_colors,
     kept_pages,
     page_state_path,
@@ -142,7 +143,7 @@ def write_task_pages(env: jinja2.Environment, bench: Benchmark, scores: pd.DataF
         for old in cache.glob("*.html"):
             if old.name not in used:
                 old.unlink(missing_ok=True)
-    keep = {p.name for p in written}
+    keep = {p.name for p in written} | {RUNS_PAGE}
     for old in pages.glob("*.html"):  # tasks no longer in the benchmark
         if old.name not in keep:
             old.unlink(missing_ok=True)
@@ -278,7 +279,7 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
             return out
 
         written += fork_map(render_one, render, PAGES_PER_PROCESS)
-        keep = {Linker.page(t, from_index=False) for t in benchmark.tasks}
+        keep = {Linker.page(t, from_index=False) for t in benchmark.tasks} | {RUNS_PAGE}
         if pages_dir.is_dir():
             for old in pages_dir.glob("*.html"):  # tasks no longer in the benchmark
                 if old.name not in keep:

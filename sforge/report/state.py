@@ -15,6 +15,7 @@ from sforge.benchmark.model import Benchmark
 from sforge.scores.cache import load_bytes
 
 PAGES_VERSION = "1"
+RUNS_PAGE = "runs.html"  # report/runs.html, beside the task pages (sforge.report.run_pages)
 # tab20, reordered so the first ten are tab10: sources keep one colour on every page
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",

@@ -16,6 +16,7 @@ from sforge.core.bulk import no_gc
 from sforge.core.fileio import exclusive
 from sforge.core.joblog import job_log
 from sforge.plan.pipeline import Pipeline
+from sforge.report.run_pages import update_run_pages
 from sforge.report.state import report_current
 from sforge.scores import folders
 from sforge.scores.cache import cache_path
@@ -66,7 +67,12 @@ def update_products(pipe: Pipeline, prints: dict[str, str | None],
     `known`: the result fields grading's check has just read. → how many tasks were
     computed again."""
     with products_lock(pipe):
-        return _update(pipe, prints, known)
+        made = _update(pipe, prints, known)
+        written = update_run_pages(pipe.layout.root, pipe.bench.name)
+        if written:
+            logging.getLogger("sforge.report.pages").info("%d runs page(s) written",
+                                                          len(written))
+        return made
 
 
 def _update(pipe: Pipeline, prints: dict[str, str | None],
