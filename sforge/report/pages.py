@@ -48,6 +48,7 @@ from sforge.report.plots import (
     task_distribution_svg,
     task_time_svg,
 )
+from sforge.report.run_pages import update_run_pages
 from sforge.report.state import (
     PAGES_VERSION,
     RUNS_PAGE,
@@ -214,8 +215,9 @@ def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, d
 def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderboard_csv: Path,
                  budgets_csv: Path, out_html: Path, *, cache: bool = True) -> list[Path]:
     """report.html and report/<task>.html beside it, from the four tables and the result
-    files of the folder they are in. cache=True keeps task pages in .cache/ so an
-    unchanged task is not rendered again. Returns the pages written, the index first."""
+    files of the folder they are in, and the runs pages (sforge.report.run_pages).
+    cache=True keeps task pages in .cache/ so an unchanged task is not rendered again.
+    Returns the pages written, the index first."""
     out_html = Path(out_html)
     root = out_html.parent
     env = environment()
@@ -230,7 +232,8 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
                              root / ".cache" / "report-pages" if cache else None)
     atomic_write_text(out_html, render_index(env, benchmark, entries, best, board, budgets,
                                              colors, link))
-    return [out_html, *pages]
+    runs = update_run_pages(root, benchmark.name, lambda: env)
+    return [out_html, *pages, *runs]
 
 
 # Pages a worker process must have to be worth its start (sforge.core.forking: a fork, no

@@ -8,8 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sforge import __version__
 from sforge.benchmark.layout import Layout
@@ -17,6 +18,9 @@ from sforge.core.fileio import atomic_write_bytes
 from sforge.report.state import RUNS_PAGE, quote_name
 from sforge.scores.cache import dump_bytes, load_bytes
 from sforge.scores.run_listing import RunFolder, run_folders, run_row
+
+if TYPE_CHECKING:
+    import jinja2
 
 RUNS_VERSION = "1"
 RUNS_DIR = "runs"        # report/runs/<run>/<task>-<repeat>.html
@@ -57,9 +61,12 @@ def _stored(root: Path) -> dict[str, Any]:
     return state if isinstance(state, dict) and state.get("version") == RUNS_VERSION else {}
 
 
-def update_run_pages(root: Path, bench_name: str) -> list[Path]:
+def update_run_pages(root: Path, bench_name: str,
+                     environment: Callable[[], jinja2.Environment]) -> list[Path]:
     """runs.html and the pages of the runs whose folder changed; pages of runs gone are
-    removed. → the pages written (none when nothing changed)."""
+    removed. `environment`: the report's templates (sforge.report.pages.environment),
+    asked for only when something is rendered. → the pages written (none when nothing
+    changed)."""
     pages_dir = Layout(root).report_pages
     folders = run_folders(root)
     rows = [run_row(f) for f in folders]
@@ -74,13 +81,14 @@ def update_run_pages(root: Path, bench_name: str) -> list[Path]:
     redo_index = stored.get("index") != index_key or not index.is_file()
     written: list[Path] = []
     if render or redo_index:
-        # start-up: jinja and pandas (the templates' environment), only when rendering
+        # start-up: jinja, only when something is rendered
         from sforge.report.run_render import write_run_page, write_runs_index
-        written += [write_run_page(root, bench_name, f, pages_dir / run_page(f))
+        env = environment()
+        written += [write_run_page(env, root, bench_name, f, pages_dir / run_page(f))
                     for f in render]
         if redo_index:
-            written.insert(0, write_runs_index(bench_name, rows, [run_page(f) for f in folders],
-                                                index))
+            written.insert(0, write_runs_index(env, bench_name, rows,
+                                                [run_page(f) for f in folders], index))
     runs_dir = pages_dir / RUNS_DIR
     if runs_dir.is_dir():
         for old in runs_dir.glob("*/*.html"):  # runs no longer there

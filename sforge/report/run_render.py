@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import jinja2
+
 from sforge import __version__
 from sforge.benchmark.layout import Layout
 from sforge.core.fileio import atomic_write_text
 from sforge.grading.feedback import Detail, read_feedback
-from sforge.report.pages import environment
 from sforge.report.transcript import read_transcript
 from sforge.report.views import verdict
 from sforge.scores.run_listing import RunFolder
@@ -88,14 +89,15 @@ def _files(found: RunFolder) -> list[tuple[str, str]]:
     return [(n, base + quote(n)) for n in names if (found.path / n).is_file()]
 
 
-def write_run_page(root: Path, bench_name: str, found: RunFolder, out: Path) -> Path:
+def write_run_page(env: jinja2.Environment, root: Path, bench_name: str, found: RunFolder,
+                   out: Path) -> Path:
     """report/runs/<run>/<task>-<repeat>.html."""
     transcript_path = found.path / "transcript.jsonl"
     transcript = read_transcript(transcript_path) if transcript_path.is_file() else None
     facts = [(k, found.record.get(k)) for k in (
         "agent", "model", "source", "started_at", "ended_at", "elapsed_s", "stopped_by",
         "exit_code", "resumes", "best_score", "best_rescaled", "best_round", "tokens")]
-    html = environment().get_template("run.html.j2").render(
+    html = env.get_template("run.html.j2").render(
         bench_name=bench_name, run=found, facts=[(k, v) for k, v in facts if v is not None],
         error=found.record.get("error"), rounds=round_views(root, found),
         files=_files(found), transcript=transcript, index="../../../report.html",
@@ -104,11 +106,11 @@ def write_run_page(root: Path, bench_name: str, found: RunFolder, out: Path) -> 
     return out
 
 
-def write_runs_index(bench_name: str, rows: list[dict[str, Any]], links: list[str],
-                     out: Path) -> Path:
+def write_runs_index(env: jinja2.Environment, bench_name: str, rows: list[dict[str, Any]],
+                     links: list[str], out: Path) -> Path:
     """report/runs.html: one row per run × task × repeat, linking its page (`links`,
     relative to report/)."""
-    html = environment().get_template("runs.html.j2").render(
+    html = env.get_template("runs.html.j2").render(
         bench_name=bench_name, rows=list(zip(rows, links, strict=True)),
         generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), version=__version__,
         index="../report.html")

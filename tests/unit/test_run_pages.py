@@ -13,6 +13,7 @@ import pytest
 
 from sforge.cli import runs as cli_runs
 from sforge.report import run_pages
+from sforge.report.pages import environment
 from sforge.report.run_pages import update_run_pages
 from sforge.report.transcript import read_transcript
 from sforge.scores.run_listing import list_runs
@@ -67,7 +68,7 @@ def test_the_cli_and_the_report_read_runs_the_same_way(root):
 
 
 def test_runs_page_has_a_row_per_run_linking_its_page(root):
-    written = update_run_pages(root, "minibench")
+    written = update_run_pages(root, "minibench", environment)
     pages = root / "report"
     index = (pages / "runs.html").read_text()
     assert written[0] == pages / "runs.html" and len(written) == 5
@@ -82,7 +83,7 @@ def test_runs_page_has_a_row_per_run_linking_its_page(root):
 
 
 def test_run_page_shows_rounds_with_failed_details_and_the_transcript_escaped(root):
-    update_run_pages(root, "minibench")
+    update_run_pages(root, "minibench", environment)
     page = (root / "report" / "runs" / "r1" / "min_task-1.html").read_text()
     tags = _tags(page)
     assert tags.open_details == 0  # every <details> closed by its own </details>
@@ -106,18 +107,18 @@ def test_run_page_shows_rounds_with_failed_details_and_the_transcript_escaped(ro
 
 
 def test_a_failed_run_page_says_why_and_has_no_transcript(root):
-    update_run_pages(root, "minibench")
+    update_run_pages(root, "minibench", environment)
     page = (root / "report" / "runs" / "r1" / "min_task-2.html").read_text()
     assert 'id="run-error">model API: 401 invalid x-api-key &lt;script&gt;' in page
     assert 'id="no-transcript"' in page and 'id="no-rounds"' in page
 
 
 def test_only_runs_whose_folder_changed_are_rendered_again(root, monkeypatch):
-    first = update_run_pages(root, "minibench")
+    first = update_run_pages(root, "minibench", environment)
     assert len(first) == 5
     # r2 is running: its elapsed time moves, so the runs table is made again, but no
     # run page of an unchanged folder
-    second = update_run_pages(root, "minibench")
+    second = update_run_pages(root, "minibench", environment)
     assert all(p.name == "runs.html" for p in second)
     (root / "runs" / "r2").rename(root / "gone-r2")
     (root / "runs" / "r1" / "min_task" / "1" / "agent.log").write_text("more output\n")
@@ -126,26 +127,27 @@ def test_only_runs_whose_folder_changed_are_rendered_again(root, monkeypatch):
 
     real = run_render.write_run_page
     monkeypatch.setattr(run_render, "write_run_page",
-                        lambda r, b, f, out: rendered.append(out.name) or real(r, b, f, out))
-    third = update_run_pages(root, "minibench")
+                        lambda e, r, b, f, out: rendered.append(out.name) or real(e, r, b, f, out))
+    third = update_run_pages(root, "minibench", environment)
     assert rendered == ["min_task-1.html"]
     assert [p.name for p in third] == ["runs.html", "min_task-1.html"]
     assert not (root / "report" / "runs" / "r2" / "min_task-1.html").exists()
-    assert update_run_pages(root, "minibench") == []  # nothing running, nothing changed
+    # nothing running, nothing changed
+    assert update_run_pages(root, "minibench", environment) == []
     # a page removed by hand is made again; a state file of another version is not taken
     (root / "report" / "runs" / "r1" / "min_task-2.html").unlink()
-    assert [p.name for p in update_run_pages(root, "minibench")] == ["min_task-2.html"]
+    assert [p.name for p in update_run_pages(root, "minibench", environment)] == ["min_task-2.html"]
     state = run_pages.runs_state_path(root)
     state.write_text(json.dumps({"version": "0", "pages": {}, "index": ""}))
-    assert len(update_run_pages(root, "minibench")) == 4
+    assert len(update_run_pages(root, "minibench", environment)) == 4
 
 
 def test_no_runs_gives_a_page_saying_so(tmp_path):
     root = tmp_path / "results" / "b"
-    written = update_run_pages(root, "b")
+    written = update_run_pages(root, "b", environment)
     assert [p.name for p in written] == ["runs.html"]
     assert 'id="no-runs"' in written[0].read_text()
-    assert update_run_pages(root, "b") == []
+    assert update_run_pages(root, "b", environment) == []
 
 
 def test_transcript_lines_that_are_not_calls_and_the_page_cap(tmp_path):
