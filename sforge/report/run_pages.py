@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from sforge import __version__
 from sforge.benchmark.layout import Layout
@@ -27,7 +28,7 @@ RUNS_DIR = "runs"        # report/runs/<run>/<task>-<repeat>.html
 
 
 def run_page(found: RunFolder) -> str:
-    """A run page's path under report/."""
+    """A run page's path under report/ (a link to it quotes it once more)."""
     return f"{RUNS_DIR}/{quote_name(found.run)}/{quote_name(found.task)}-{found.repeat}.html"
 
 
@@ -88,7 +89,7 @@ def update_run_pages(root: Path, bench_name: str,
                     for f in render]
         if redo_index:
             written.insert(0, write_runs_index(env, bench_name, rows,
-                                                [run_page(f) for f in folders], index))
+                                                [quote(run_page(f)) for f in folders], index))
     runs_dir = pages_dir / RUNS_DIR
     if runs_dir.is_dir():
         for old in runs_dir.glob("*/*.html"):  # runs no longer there
