@@ -36,6 +36,7 @@ class Call:
     usage: dict[str, Any]
     error: str | None
     skipped: int                      # earlier messages, shown with the calls before
+    same_system: bool                 # the system prompt of the call before, not shown again
     items: list[Item] = field(default_factory=list)
     reply: list[Item] = field(default_factory=list)
     note: str | None = None           # bodies omitted at the proxy's cap, a bad line
@@ -112,6 +113,20 @@ def message_items(message: Any) -> list[Item]:
         fn = call.get("function", {}) if isinstance(call, dict) else {}
         out.append(Item("tool-call", str(fn.get("name", "?")), _json(fn.get("arguments"))))
     return out
+
+
+# Fields a client changes in messages it sends again without changing what they say (Claude
+# Code moves its prompt-cache marker to the newest message at every call).
+_VOLATILE = frozenset({"cache_control"})
+
+
+def _plain(value: Any) -> Any:
+    """A message without its volatile fields: what tells whether a call repeats another's."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _request_messages(request: Any) -> tuple[list[Any], list[Item]]:
@@ -223,6 +238,7 @@ def read_transcript(path: Path, max_chars: int = MAX_PAGE_CHARS) -> Transcript:
 def _read(path: Path, max_chars: int) -> Transcript:
     calls: list[Call] = []
     previous: list[Any] = []
+    previous_system: list[Item] = []
     shown = 0
     for n, text, size in _lines(path):
         if shown > max_chars:
@@ -235,7 +251,8 @@ def _read(path: Path, max_chars: int) -> Transcript:
             entry = {"note": f"line {n} ({size} bytes) is too long to show here"}
         if not isinstance(entry, dict):
             entry = {"note": f"line {n} is not a JSON object"}
-        messages, system = _request_messages(entry.get("request"))
+        raw, system = _request_messages(entry.get("request"))
+        messages = _plain(raw)
         skipped = 0
         if previous and messages[:len(previous)] == previous:
             skipped = len(previous)
@@ -243,10 +260,12 @@ def _read(path: Path, max_chars: int) -> Transcript:
             if len(messages) > skipped and isinstance(messages[skipped], dict) \
                     and messages[skipped].get("role") == "assistant":
                 skipped += 1
-        new = messages[skipped:]
+        new = raw[skipped:]
         if messages:
             previous = messages
-        items = ([] if skipped else system) + [i for m in new for i in message_items(m)]
+        same_system = system == previous_system
+        previous_system = system
+        items = ([] if same_system else system) + [i for m in new for i in message_items(m)]
         reply = reply_items(entry.get("response"))
         items = [Item(i.kind, i.title, cut(i.text)) for i in items]
         reply = [Item(i.kind, i.title, cut(i.text)) for i in reply]
@@ -257,6 +276,7 @@ def _read(path: Path, max_chars: int) -> Transcript:
             status=entry.get("status"), seconds=entry.get("seconds"),
             usage=usage if isinstance(usage, dict) else {},
             error=str(entry["error"]) if entry.get("error") else None, skipped=skipped,
+            same_system=same_system and bool(system),
             items=items, reply=reply,
             note=str(entry.get("bodies") or entry.get("note") or "") or None))
     return Transcript(calls)

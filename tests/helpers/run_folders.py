@@ -28,12 +28,15 @@ def _sub(i: int, key: str, valid: bool, score: float | None, final: bool = False
 def transcript_lines() -> list[dict[str, Any]]:
     """Three Anthropic calls (JSON, JSON, a stream) and one OpenAI chat call, with agent
     output that tries to break out of the page."""
-    first = [{"role": "user", "content": "Solve the task. " + HOSTILE}]
+    first = [{"role": "user", "content": [{"type": "text", "text": "Solve the task. " + HOSTILE}]}]
     reply1 = {"content": [{"type": "text", "text": "I will look around"},
                           {"type": "tool_use", "id": "t1", "name": "bash",
                            "input": {"command": "cat solve.py # " + HOSTILE}}],
               "usage": {"input_tokens": 100, "output_tokens": 20}}
-    second = first + [{"role": "assistant", "content": reply1["content"]},
+    # sent again with Claude Code's prompt-cache marker: still the same message
+    cached = [{"role": "user", "content": [dict(first[0]["content"][0],
+                                                cache_control={"type": "ephemeral"})]}]
+    second = cached + [{"role": "assistant", "content": reply1["content"]},
                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                                     "content": "needle-in-output " + HOSTILE}]}]
     reply2 = {"content": [{"type": "text", "text": "Now I submit"}],

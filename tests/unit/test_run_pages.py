@@ -98,6 +98,8 @@ def test_run_page_shows_rounds_with_failed_details_and_the_transcript_escaped(ro
     # the transcript: 4 calls, each message once (a request repeats the conversation)
     assert page.count('<details class="call"') == 4
     assert page.count("Solve the task.") == 2  # its summary preview and its text
+    assert page.count("You are an agent") == 2  # the system prompt, once for calls 1–3
+    assert page.count("Same system prompt as the call before.") == 2
     assert page.count("needle-in-output") == 2
     assert "streamed answer" in page and "&#34;final&#34;: true" in page
     assert "shell" in page and 'id="search"' in page
