@@ -150,11 +150,15 @@ def _stream_reply(events: list[Any]) -> list[Item]:
     blocks: dict[int, dict[str, Any]] = {}
     chat_text: list[str] = []
     chat_tools: dict[int, dict[str, str]] = {}
+    done_items: list[Any] = []  # OpenAI responses' output items, as they finish
     for ev in events:
         if not isinstance(ev, dict):
             continue
         etype = ev.get("type")
-        if etype == "response.completed" and isinstance(ev.get("response"), dict):
+        if etype == "response.output_item.done":
+            done_items.append(ev.get("item"))
+        if etype == "response.completed" and isinstance(ev.get("response"), dict) \
+                and ev["response"].get("output"):
             return reply_items(ev["response"])
         if etype == "content_block_start" and isinstance(ev.get("content_block"), dict):
             blocks[int(ev.get("index", len(blocks)))] = dict(ev["content_block"], _json="")
@@ -175,7 +179,7 @@ def _stream_reply(events: list[Any]) -> list[Item]:
                 fn = tc.get("function") or {}
                 slot["name"] += fn.get("name") or ""
                 slot["args"] += fn.get("arguments") or ""
-    out: list[Item] = []
+    out = [i for item in done_items for i in message_items(item)]
     for _, block in sorted(blocks.items()):
         raw = block.pop("_json")
         if raw and block.get("type") in ("tool_use", "server_tool_use"):

@@ -162,17 +162,26 @@ def test_transcript_lines_that_are_not_calls_and_the_page_cap(tmp_path):
         "response": [{"type": "response.completed", "response": {"output": [
             {"type": "message", "role": "assistant",
              "content": [{"type": "output_text", "text": "all done"}]}]}}]}),
+        json.dumps({"request": {"instructions": "be codex", "input": "hi"}, "response": [
+            {"type": "response.output_item.done", "item": {
+                "type": "function_call", "name": "exec_command", "arguments": "{\"cmd\": 1}"}},
+            {"type": "response.completed", "response": {"output": []}}]}),
         "not json at all",
         json.dumps({"at": "t", "status": 200, "bodies": "omitted: the transcript is at its cap"}),
         json.dumps([1, 2])]
     path.write_text("\n".join(lines) + "\n")
     calls = read_transcript(path).calls
-    assert len(calls) == 4
+    assert len(calls) == 5
     kinds = [(i.kind, i.title) for i in calls[0].items]
     assert kinds == [("user", "user"), ("tool-call", "exec"), ("tool-result", "c1")]
     assert "30000 more characters" in calls[0].items[0].text
     assert [i.text for i in calls[0].reply] == ["all done"]
-    assert "line 2 is not JSON" in (calls[1].note or "")
-    assert "omitted" in (calls[2].note or "") and "not a JSON object" in (calls[3].note or "")
+    # a responses stream whose completed event has no output: the items as they finished
+    assert [(i.kind, i.text) for i in calls[1].items] == [("system", "be codex"),
+                                                         ("user", "hi")]
+    assert [(i.kind, i.title, i.text) for i in calls[1].reply] == [
+        ("tool-call", "exec_command", '{"cmd": 1}')]
+    assert "line 3 is not JSON" in (calls[2].note or "")
+    assert "omitted" in (calls[3].note or "") and "not a JSON object" in (calls[4].note or "")
     cut = read_transcript(path, max_chars=100)
     assert cut.truncated and len(cut.calls) == 1
