@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import sys
 import threading
 from dataclasses import replace
@@ -13,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sforge.benchmark.layout import Layout
 from sforge.cli.common import (
     AddParser,
     Subcommands,
@@ -33,8 +30,8 @@ from sforge.core.console import say
 from sforge.core.errors import SforgeError, UsageError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
-from sforge.runs.columns import record_state, shorten_error, usage_columns
 from sforge.runs.spec import RunSpec, check_run_id, spec_path
+from sforge.scores.run_listing import list_runs, record_state, shorten_error
 
 if TYPE_CHECKING:
     from sforge.core.console import Verdict
@@ -202,48 +199,6 @@ def run_verdict(root: Path, rule: str, wildcards: dict[str, str]) -> Verdict | N
 
 
 # sforge runs -----------------------------------------------------------------------------
-def _alive(info: dict[str, Any]) -> bool:
-    if info.get("host") != socket.gethostname():
-        return True  # another machine's: trust the marker
-    try:
-        os.kill(int(info.get("pid", 0)), 0)
-    except (OSError, ValueError):
-        return False
-    return True
-
-
-def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:
-    """Every (run, task, repeat) under results/<bench>/runs with its state."""
-    rows = []
-    for folder in sorted(Layout(root).runs.glob(f"{run_id or '*'}/*/*")):
-        if not folder.is_dir() or not folder.name.isdigit():
-            continue
-        run, task = folder.parent.parent.name, folder.parent.name
-        record: dict[str, Any] = {}
-        state = "pending"
-        attempts = sorted(folder.glob("attempt-*.json"),
-                          key=lambda p: int(p.stem.split("-")[1]))
-        running = folder / "running.json"
-        if (folder / "run.json").is_file():
-            record, state = read_json(folder / "run.json"), "done"
-        elif running.is_file() and _alive(read_json(running)):
-            record, state = read_json(running), "running"
-        elif attempts:
-            record = read_json(attempts[-1])
-            state = record_state(record, "interrupted")  # or failed
-        elapsed = record.get("elapsed_s")
-        if state == "running" and record.get("started_at"):
-            started = datetime.fromisoformat(record["started_at"])
-            elapsed = round((datetime.now(UTC) - started).total_seconds(), 1)
-        rows.append({"run": run, "task": task, "repeat": int(folder.name), "state": state,
-                     "agent": record.get("agent"), "best": record.get("best_score"),
-                     "rescaled": record.get("best_rescaled"), "rounds": record.get("rounds"),
-                     **usage_columns(record),
-                     "elapsed_s": elapsed, "attempts": len(attempts),
-                     "stopped_by": record.get("stopped_by"), "error": record.get("error")})
-    return rows
-
-
 def _print_runs(pipe: Pipeline, run_id: str | None, args: argparse.Namespace) -> int:
     rows = list_runs(pipe.layout.root, run_id)
     if getattr(args, "json", False):

@@ -48,8 +48,10 @@ from sforge.report.plots import (
     task_distribution_svg,
     task_time_svg,
 )
+from sforge.report.run_pages import update_run_pages
 from sforge.report.state import (
     PAGES_VERSION,
+    RUNS_PAGE,
     entry_colors,
     kept_pages,
     page_state_path,
@@ -144,7 +146,7 @@ def write_task_pages(env: jinja2.Environment, bench: Benchmark, scores: pd.DataF
         for old in cache.glob("*.html"):
             if old.name not in used:
                 old.unlink(missing_ok=True)
-    keep = {p.name for p in written}
+    keep = {p.name for p in written} | {RUNS_PAGE}
     for old in pages.glob("*.html"):  # tasks no longer in the benchmark
         if old.name not in keep:
             old.unlink(missing_ok=True)
@@ -221,8 +223,9 @@ def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, d
 def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderboard_csv: Path,
                  budgets_csv: Path, out_html: Path, *, cache: bool = True) -> list[Path]:
     """report.html and report/<task>.html beside it, from the four tables and the result
-    files of the folder they are in. cache=True keeps task pages in .cache/ so an
-    unchanged task is not rendered again. Returns the pages written, the index first."""
+    files of the folder they are in, and the runs pages (sforge.report.run_pages).
+    cache=True keeps task pages in .cache/ so an unchanged task is not rendered again.
+    Returns the pages written, the index first."""
     out_html = Path(out_html)
     root = out_html.parent
     env = environment()
@@ -237,7 +240,8 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
                              root / ".cache" / "report-pages" if cache else None)
     atomic_write_text(out_html, render_index(env, benchmark, entries, best, board, budgets,
                                              colors, link))
-    return [out_html, *pages]
+    runs = update_run_pages(root, benchmark.name, lambda: env)
+    return [out_html, *pages, *runs]
 
 
 # Pages a worker process must have to be worth its start (sforge.core.forking: a fork, no
@@ -287,7 +291,7 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
             return out
 
         written += fork_map(render_one, render, PAGES_PER_PROCESS)
-        keep = {Linker.page(t, from_index=False) for t in benchmark.tasks}
+        keep = {Linker.page(t, from_index=False) for t in benchmark.tasks} | {RUNS_PAGE}
         if pages_dir.is_dir():
             for old in pages_dir.glob("*.html"):  # tasks no longer in the benchmark
                 if old.name not in keep:

@@ -16,7 +16,8 @@ from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Benchmark
 from sforge.scores.cache import load_bytes
 
-PAGES_VERSION = "2"
+PAGES_VERSION = "3"
+RUNS_PAGE = "runs.html"  # report/runs.html, beside the task pages (sforge.report.run_pages)
 
 
 def source_color(source: str) -> str:

@@ -9,17 +9,21 @@ import contextlib
 import json
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sforge import __version__
 from sforge.core.bulk import no_gc
 from sforge.core.fileio import exclusive
 from sforge.core.joblog import job_log
 from sforge.plan.pipeline import Pipeline
+from sforge.report.run_pages import update_run_pages
 from sforge.report.state import report_current
 from sforge.scores import folders
 from sforge.scores.cache import cache_path
 from sforge.scores.store import TablePaths, fresh_tasks, stored_parts_if_current
+
+if TYPE_CHECKING:
+    import jinja2
 
 STEPS = ("scores", "best", "leaderboard", "report")  # the step logs the products leave
 
@@ -66,7 +70,19 @@ def update_products(pipe: Pipeline, prints: dict[str, str | None],
     `known`: the result fields grading's check has just read. → how many tasks were
     computed again."""
     with products_lock(pipe):
-        return _update(pipe, prints, known)
+        made = _update(pipe, prints, known)
+        written = update_run_pages(pipe.layout.root, pipe.bench.name, _environment)
+        if written:
+            logging.getLogger("sforge.report.pages").info("%d runs page(s) written",
+                                                          len(written))
+        return made
+
+
+def _environment() -> jinja2.Environment:
+    """The report's templates, imported only when a page is to be rendered."""
+    from sforge.report.pages import environment  # start-up: pandas and the templates
+
+    return environment()
 
 
 def _update(pipe: Pipeline, prints: dict[str, str | None],

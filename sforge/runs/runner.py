@@ -364,6 +364,7 @@ class _Run:
 def _brief(sub: dict[str, Any]) -> dict[str, Any]:
     result = sub.get("result") or {}
     return {"id": sub.get("id"), "round": sub.get("round"), "sha256": sub.get("sha256"),
+            "key": sub.get("key"),  # the eval key: the report links its result file
             "final": sub.get("final"), "state": sub.get("state"),
             "elapsed_s": sub.get("elapsed_s"), "valid": result.get("valid"),
             "score": result.get("score"), "rescaled": result.get("rescaled"),

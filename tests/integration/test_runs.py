@@ -252,6 +252,14 @@ def test_codex_end_to_end_through_the_key_adding_proxy(edge, docker_client):
     assert [r["path"] for r in model.requests] == ["/v1/responses"] * 3, model.requests
     assert {r["authorization"] for r in model.requests} == {f"Bearer {key}"}
     assert rec["usage"]["calls"] == 3 and rec["tokens"] > 0
+    # the report's run page reads codex's Responses transcript: its shell calls and outputs
+    edge.run("report", check=True)
+    page = (edge.results / edge.name / "report" / "runs" / "codex1"
+            / "semver_ranges-0.html").read_text()
+    assert page.count('<details class="call"') == 3
+    assert page.count('<span class="kind">tool-call</span> exec_command') >= 2
+    assert "sforge-submit; echo SUBMITTED" in page and "ENV-CLEAN" in page
+    assert '<span class="kind">tool-result</span>' in page
     assert_probed_and_key_nowhere(
         edge, docker_client, "codex1",
         json.dumps([i for i in model.requests[-1]["body"]["input"]

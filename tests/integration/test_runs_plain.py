@@ -128,6 +128,21 @@ def test_claude_in_busybox_resumes_then_stops_at_a_token_cap(servicebench):
     rec = json.loads((root / "capped" / "quick" / "0" / "run.json").read_text())
     assert rec["stopped_by"] == "cap" and "max-tokens" in rec["usage"]["capped"]
     assert rec["usage"]["calls"] == 2 and rec["resumes"] == 0  # no restart past a cap
+    # the report's runs pages, from the real claude CLI's transcript and the run's rounds
+    servicebench.run("report", check=True)
+    pages = root.parent / "report"
+    assert 'href="runs/resumed/quick-0.html"' in (pages / "runs.html").read_text()
+    page = (pages / "runs" / "resumed" / "quick-0.html").read_text()
+    done_rec = json.loads((root / "resumed" / "quick" / "0" / "run.json").read_text())
+    assert page.count('<details class="call"') == calls
+    assert '<span class="kind">tool-call</span> Bash' in page
+    assert "echo 9 &gt; answer.txt &amp;&amp; sforge-submit" in page  # escaped, as sent
+    assert '<span class="kind">tool-result</span>' in page
+    # each call shows what it added: the task's prompt once, not with every call
+    assert page.count("# How this run works") <= 2 * (1 + done_rec["resumes"])
+    key = done_rec["submissions"][0]["key"]
+    assert f'href="../../../evals/quick/{key}.json"' in page
+    assert (root.parent / "evals" / "quick" / f"{key}.json").is_file()
 
 
 def test_timeout_grades_the_final_workspace(servicebench, tmp_path, docker_client):

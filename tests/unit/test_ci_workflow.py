@@ -107,7 +107,7 @@ def test_the_artifact_covers_every_link_of_a_report(bench, tmp_path):
     ])
     write(bench, layout)
     pages = [layout.report, *sorted((results / "report").glob("*.html"))]
-    assert len(pages) == 1 + len(bench.tasks)
+    assert len(pages) == 1 + len(bench.tasks) + 1  # the index, a page per task, runs.html
     targets = set().union(*(relative_targets(p, results) for p in pages))
     assert {"report.html", "leaderboard_repeats.csv", "report/max_task.html"} <= targets
     assert any(t.endswith(".json") for t in targets) and any(t.endswith(".log") for t in targets)
