@@ -6,16 +6,11 @@ smallest rendered plot text, and what the invalid section says; the DOM is dumpe
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-from html import unescape
-from pathlib import Path
-
 import pytest
 
 from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Benchmark
+from tests.helpers.browser import CHROMIUM, probe_page, shoot
 from tests.helpers.report_tables import EVIL, SAMPLE, TOO_BIG, make_tables, sample_report, write
 
 
@@ -25,8 +20,6 @@ def pages(bench: Benchmark, tmp_path_factory: pytest.TempPathFactory) -> Layout:
     return sample_report(bench, tmp_path_factory.mktemp("pages") / "results")
 
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             "/usr/bin/chromium") if p and Path(p).exists()), None)
 
 # Put first in <head> of a copy of a page: records console errors and uncaught exceptions,
 # then at load the page's horizontal overflow, the smallest plot text on screen, what the
@@ -85,83 +78,31 @@ window.addEventListener("load", function () {
 });
 </script>"""
 
-# Headless Chromium keeps windows at least 500 px wide: the page runs in a 400 px iframe,
-# which is its viewport, and reports back by postMessage.
-HARNESS = """<!DOCTYPE html><html><body style="margin:0">
-<iframe src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
-<script>
-window.addEventListener("message", function (e) {{
-  var div = document.createElement("div");
-  Object.keys(e.data).forEach(function (k) {{ div.setAttribute("data-" + k, e.data[k]); }});
-  div.setAttribute("data-probed", "yes");
-  document.body.appendChild(div);
-}});
-</script></body></html>"""
 
-
-def shoot(page: Path, profile: Path, width: int, png: Path) -> None:
-    """A screenshot of `page` in a `width` px viewport (the harness' iframe) to `png`."""
-    harness = page.with_name(f".shot-{page.name}")
-    harness.write_text(HARNESS.replace("height:900px", "height:2400px")
-                       .format(src=page.name, width=width))
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--hide-scrollbars", f"--window-size={max(width, 500)},2400",
-           f"--user-data-dir={profile}", "--virtual-time-budget=5000",
-           f"--screenshot={png}", harness.as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    harness.unlink()
-    assert proc.returncode == 0 and png.is_file() and png.stat().st_size > 1000, \
-        proc.stderr[-2000:]
-
-
-def browse(page: Path, profile: Path, width: int = 400) -> str:
-    """The probe's findings for `page` in a `width` px viewport of headless Chromium."""
-    probed = page.with_name(f".probed-{page.name}")  # same folder: relative links still work
-    probed.write_text(page.read_text().replace("<head>", "<head>\n" + PROBE, 1))
-    harness = page.with_name(f".harness-{page.name}")
-    harness.write_text(HARNESS.format(src=probed.name, width=width))
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--hide-scrollbars", "--window-size=800,1000",
-           f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom",
-           harness.as_uri()]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    probed.unlink()
-    harness.unlink()
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert 'data-probed="yes"' in proc.stdout, proc.stdout[-1000:]
-    return proc.stdout
-
-
-def probe(dom: str, name: str) -> str:
-    found = re.search(rf'data-{name}="([^"]*)"', dom)
-    assert found, name
-    return unescape(found.group(1))
 
 
 @pytest.mark.browser
 @pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not installed "
                     "(Debian: apt-get install -y chromium)")
 def test_pages_in_headless_chromium_at_400px(pages, tmp_path):
-    dom = browse(pages.report, tmp_path / "chromium-profile")
-    assert probe(dom, "errors") == "none"
-    assert int(probe(dom, "scroll-width")) <= int(probe(dom, "client-width")) <= 400
-    assert TOO_BIG in probe(dom, "reasons") and "summary of s2" in probe(dom, "reasons")
-    assert float(probe(dom, "min-text-px")) >= 7  # plot text still legible at 400 px
-    assert probe(dom, "sortable-ready") == "5"  # the inline script ran on every table
-    assert probe(dom, "board-sources") == f"alpha | beta | {EVIL}"  # as text, not markup
+    dom = probe_page(pages.report, PROBE, tmp_path / "chromium-profile")
+    assert dom["errors"] == "none"
+    assert int(dom["scroll-width"]) <= int(dom["client-width"]) <= 400
+    assert TOO_BIG in dom["reasons"] and "summary of s2" in dom["reasons"]
+    assert float(dom["min-text-px"]) >= 7  # plot text still legible at 400 px
+    assert dom["sortable-ready"] == "5"  # the inline script ran on every table
+    assert dom["board-sources"] == f"alpha | beta | {EVIL}"  # as text, not markup
     # a link of the invalid section resolves, and the task page it leads to renders too
-    result = probe(dom, "result-href")
+    result = dom["result-href"]
     assert result.startswith("evals/") and (pages.root / result).is_file()
-    page = probe(dom, "page-href")
+    page = dom["page-href"]
     assert page == "report/min_task.html"
-    task = browse(pages.root / page, tmp_path / "chromium-profile")
-    assert probe(task, "errors") == "none"
-    assert int(probe(task, "scroll-width")) <= int(probe(task, "client-width")) <= 400
-    assert TOO_BIG in probe(task, "reasons")
-    assert float(probe(task, "min-text-px")) >= 7
-    assert (pages.root / "report" / probe(task, "result-href")).resolve().is_file()
+    task = probe_page(pages.root / page, PROBE, tmp_path / "chromium-profile")
+    assert task["errors"] == "none"
+    assert int(task["scroll-width"]) <= int(task["client-width"]) <= 400
+    assert TOO_BIG in task["reasons"]
+    assert float(task["min-text-px"]) >= 7
+    assert (pages.root / "report" / task["result-href"]).resolve().is_file()
 
 
 # Six repeats of one source on piece_task (raw scores around 4e10: long tick labels) and a
@@ -181,16 +122,16 @@ def test_screenshots_fit_the_width_with_no_clipped_plot_text(bench, tmp_path, wi
     for page in (layout.report, layout.root / "report" / "piece_task.html",
                  layout.root / "report" / "max_task.html"):
         shoot(page, profile, width, tmp_path / f"{page.stem}-{width}.png")
-        dom = browse(page, profile, width)
-        assert probe(dom, "errors") == "none", page
-        assert int(probe(dom, "scroll-width")) <= width, page  # no page-wide overflow
-        assert probe(dom, "spilled-tables") == "none", page
-        assert int(probe(dom, "svg-texts")) > 10, page
-        assert probe(dom, "clipped-text") == "none", page
+        dom = probe_page(page, PROBE, profile, width)
+        assert dom["errors"] == "none", page
+        assert int(dom["scroll-width"]) <= width, page  # no page-wide overflow
+        assert dom["spilled-tables"] == "none", page
+        assert int(dom["svg-texts"]) > 10, page
+        assert dom["clipped-text"] == "none", page
         if width == 400:
-            assert float(probe(dom, "min-text-px")) >= 9.5, page  # legible on a phone
+            assert float(dom["min-text-px"]) >= 9.5, page  # legible on a phone
         if page.stem != "report":  # a task page: the filter box leaves the failed tests
-            assert probe(dom, "filter-rows") == "2>1", page
+            assert dom["filter-rows"] == "2>1", page
     piece = (layout.root / "report" / "piece_task.html").read_text()
     assert piece.count('<g style="fill: none; stroke:') == 1  # a box for six points only
     assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(

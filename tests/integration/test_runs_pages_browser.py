@@ -6,23 +6,19 @@ that the hostile transcript stayed text, and that the search box filters and hig
 
 from __future__ import annotations
 
-import re
 import shutil
 import struct
-import subprocess
-from html import unescape
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import paths
+from tests.helpers.browser import CHROMIUM, chromium, probe_page
 from tests.helpers.cli import sforge
 from tests.helpers.run_folders import make_runs
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
-                             "/usr/bin/chromium") if p and Path(p).exists()), None)
 
 # First in <head> of a copy of a page: errors recorded; at load every <details> opened (the
 # widest the page gets), its width measured, then the search box given "needle" and what
@@ -57,51 +53,14 @@ window.addEventListener("load", function () {
 });
 </script>"""
 
-# --dump-dom keeps windows at least 500 px wide: the page runs in a 400 px iframe, which is
-# its viewport, and reports back by postMessage.
-HARNESS = """<!DOCTYPE html><html><body style="margin:0">
-<iframe src="{src}" style="width:{width}px;height:900px;border:0"></iframe>
-<script>
-window.addEventListener("message", function (e) {{
-  var div = document.createElement("div");
-  Object.keys(e.data).forEach(function (k) {{ div.setAttribute("data-" + k, e.data[k]); }});
-  div.setAttribute("data-probed", "yes");
-  document.body.appendChild(div);
-}});
-</script></body></html>"""
 
-
-def chromium(url: str, profile: Path, width: int, *extra: str) -> str:
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", "--hide-scrollbars", f"--window-size={width},900",
-           f"--user-data-dir={profile}", "--virtual-time-budget=5000", *extra, url]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return proc.stdout
 
 
 def screenshot(page: Path, out: Path, profile: Path, width: int) -> None:
-    chromium(page.as_uri(), profile, width, f"--screenshot={out}")
+    chromium(page.as_uri(), profile, width, 900, f"--screenshot={out}")
     head = out.read_bytes()[:24]
     assert head[:8] == b"\x89PNG\r\n\x1a\n"
     assert struct.unpack(">II", head[16:24]) == (width, 900)
-
-
-def probe(page: Path, profile: Path, width: int = 400) -> dict[str, str]:
-    """The probe's findings for `page` (a copy beside it: relative links still work)."""
-    probed = page.with_name(f".probed-{page.name}")
-    probed.write_text(page.read_text().replace("<head>", "<head>\n" + PROBE, 1))
-    harness = page.with_name(f".harness-{page.name}")
-    harness.write_text(HARNESS.format(src=probed.name, width=width))
-    try:
-        dom = chromium(harness.as_uri(), profile, 800, "--dump-dom")
-    finally:
-        probed.unlink()
-        harness.unlink()
-    div = re.search(r'<div[^>]*data-probed="yes"[^>]*>', dom)
-    assert div, dom[-2000:]
-    return {k: unescape(v) for k, v in re.findall(r'data-([a-z-]+)="([^"]*)"', div.group(0))}
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +87,11 @@ def test_runs_pages_in_headless_chromium(report, tmp_path):
     for page in (runs, run):
         for width in (1280, 400):
             screenshot(page, tmp_path / f"{page.stem}-{width}.png", profile, width)
-    found = probe(runs, profile)
+    found = probe_page(runs, PROBE, profile)
     assert found["errors"] == "none", found
     assert int(found["scroll-width"]) <= int(found["client-width"]) <= 400, found
     assert found["hostile-bold"] == "0"
-    found = probe(run, profile)
+    found = probe_page(run, PROBE, profile)
     assert found["errors"] == "none", found
     # every message open, and no sideways scroll
     assert int(found["scroll-width"]) <= int(found["client-width"]) <= 400, found
