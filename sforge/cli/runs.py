@@ -74,7 +74,7 @@ def _settled(spec: RunSpec) -> dict[str, Any]:
     return out
 
 
-def _save_spec(root: Path, spec: RunSpec) -> RunSpec:
+def save_spec(root: Path, spec: RunSpec) -> RunSpec:
     """spec.json names the run's settings; the same id with other settings is refused."""
     path = spec_path(root, spec.id)
     stored = spec.as_config()
@@ -111,7 +111,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     pipe = pipeline_from(config)
     pipe.config["run"] = spec.as_config()
     pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
-    _save_spec(pipe.layout.root, spec)
+    save_spec(pipe.layout.root, spec)
     targets = run_targets(pipe, spec)
     missing = [t for t in targets if not t.exists()]
     if not missing:
@@ -132,13 +132,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec: RunSpec,
           targets: list[Path]) -> bool:
+    config = dict(config, run=spec.as_config())
+    pipe.config["run"] = spec.as_config()
+    return make_in_thread(config, targets, args)
+
+
+def make_in_thread(config: dict[str, Any], targets: list[Path],
+                   args: argparse.Namespace) -> bool:
     """Snakemake in a worker thread: the main thread keeps sforge's SIGINT/SIGTERM handlers
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
     from sforge.commands.execution import run_workflow  # function-level: start-up time
 
-    config = dict(config, run=spec.as_config())
-    pipe.config["run"] = spec.as_config()
     box: dict[str, Any] = {}
 
     def work() -> None:
