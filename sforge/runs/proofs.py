@@ -1,7 +1,7 @@
 """`sforge prove`'s run targets: per task, one oracle run and one nop run whose run id
 hashes everything their verdict depends on (the agent's definition, the task's work and
-judge image tags, its judge settings and score table, its [reference] file, the grading
-contract). An unchanged task has the same targets, so Snakemake finds them made; a change
+judge image tags, its judge settings and score table, the oracle's [reference] file, the
+grading contract). An unchanged task has the same targets, so Snakemake finds them made; a change
 to any of those gives new ones, and the task is proven again."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def proof_run_id(pipe, agent_name: str, task: Task) -> str:
         "work": refs["work"].tag, "judge": refs["judge"].tag,
         "judge_settings": task.judge_settings(), "score": repr(task.score),
         "reference": [ref_file, file_sha256(task.dir / ref_file)]
-        if ref_file and (task.dir / ref_file).is_file() else None,
+        if agent.reference and ref_file and (task.dir / ref_file).is_file() else None,
         "contract": GRADING_CONTRACT,
     }
     digest = hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode())
