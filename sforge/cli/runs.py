@@ -43,7 +43,8 @@ and stopped at the end. A finished run is never redone; Ctrl-C grades each run's
 workspace and records the attempt as interrupted (Ctrl-C again skips that), and running
 the same command again starts those runs afresh.
 
-agents: claude-code (ANTHROPIC_API_KEY), codex (OPENAI_API_KEY), script (--script FILE).
+agents: claude-code (ANTHROPIC_API_KEY), codex (OPENAI_API_KEY), script (--script FILE),
+oracle (the task's [reference], then submit), nop (submits the untouched workspace).
 The key stays on the host: the container reaches the model API only through sforge's proxy,
 which forwards to that one API and nothing else. Without the key a run is refused, unless
 --model-api URL points the agent at another API that speaks its protocol (a local
@@ -278,7 +279,7 @@ def add_run(sub: Subcommands) -> None:
     p = add_command(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP)
     p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
     p.add_argument("--agent", "-a", required=True, metavar="NAME",
-                   help="agents/<NAME>/: claude-code, codex, script")
+                   help="agents/<NAME>/: claude-code, codex, script, oracle, nop")
     p.add_argument("--model", "-m", help="model name (default: the agent's default_model)")
     p.add_argument("--timeout", type=float, metavar="S",
                    help="the agent's wall clock (default: config run_timeout_s, 3600)")
