@@ -36,6 +36,12 @@ def proof_run_id(pipe, agent_name: str, task: Task) -> str:
     return f"{agent.name}-{digest.hexdigest()[:16]}"
 
 
+def proof_source(agent: str) -> str:
+    """The one source of an agent's proof runs in the tables (`proof-oracle`, `proof-nop`):
+    beside the agents, where the ceiling and the floor are."""
+    return f"proof-{agent}"
+
+
 def proof_specs(pipe, tasks: list[Task], timeout_s: float) -> list[RunSpec]:
     """The proof runs of `tasks`: oracle (when the task has a [reference]) and nop."""
     specs = []
@@ -44,7 +50,8 @@ def proof_specs(pipe, tasks: list[Task], timeout_s: float) -> list[RunSpec]:
             if agent == ORACLE and task.reference is None:
                 continue
             specs.append(RunSpec(id=proof_run_id(pipe, agent, task), agent=agent,
-                                 tasks=(task.id,), timeout_s=timeout_s))
+                                 tasks=(task.id,), timeout_s=timeout_s,
+                                 source_name=proof_source(agent)))
     return specs
 
 

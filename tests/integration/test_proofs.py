@@ -95,10 +95,13 @@ def test_clean_task_is_proven_both_ways_once(integrity_bench, docker_client, tmp
     assert sum(r.startswith("oracle-") for r in runs) == 2
     assert sum(r.startswith("nop-") for r in runs) == 1
 
-    # the report shows it
+    # the report shows it; each proof agent is one source, whatever its runs
     assert sf.run("report").returncode == 0
     page = (sf.results / sf.name / "report" / "t.html").read_text()
     assert "proven — oracle has full marks" in page
+    best = (sf.results / sf.name / "best.csv").read_text()
+    assert sorted(line.split(",")[0] for line in best.splitlines()[1:]) == [
+        "proof-nop", "proof-oracle"]
 
 
 @pytest.mark.parametrize(("case", "agent", "words"), [

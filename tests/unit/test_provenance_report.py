@@ -123,3 +123,14 @@ def test_report_marks_a_failing_oracle_and_a_paying_noop(bench, tmp_path):
     proof_record(root, "nop", "min_task", 100.0, 0.0, ended="2027-01-01T00:00:00+00:00")
     write(bench, layout)
     assert "proven —" in task_page(layout, "min_task")
+
+
+def test_an_old_result_without_provenance_still_loads(tmp_path):
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps({"task": "t", "submission": "ab", "key": "k", "valid": True,
+                                "score": 1.0, "summary": "", "judge_image": "b.judge.t:1"}))
+    old = EvalResult.read(path)
+    assert (old.judge_image_id, old.grading_contract, old.host) == ("", None, "")
+    new = EvalResult(task="t", submission="ab", key="k", valid=True, score=1.0, summary="",
+                     judge_image_id=ID_A, grading_contract=1, host="node1")
+    assert EvalResult.from_dict(json.loads(json.dumps(new.sanitised().to_dict()))) == new
