@@ -111,7 +111,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     config["run"] = spec.as_config()
     pipe = pipeline_from(config)
     pipe.config["run"] = spec.as_config()
-    pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
+    tasks = pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
+    if agent.reference:  # the oracle: a task without a usable [reference] is refused now
+        from sforge.runs.reference import reference_files  # function-level: start-up time
+
+        for task in tasks:
+            reference_files(task)
     save_spec(pipe.layout.root, spec)
     targets = run_targets(pipe, spec)
     missing = [t for t in targets if not t.exists()]

@@ -1,7 +1,7 @@
 """What the report says of how results were made: a source graded under several judge images
 of one task is flagged (results built by hand with their image ids), and each task's proofs
 (oracle and no-op run records) are judged by the integrity check's floor and full-marks
-rules and shown on the task table and the task page."""
+rules and shown on the task table and the task page; the oracle agent needs a [reference]."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from sforge.core.fileio import atomic_write_json
 from sforge.grading.results import EvalResult
 from sforge.scores.parts import mixed_judges
 from sforge.scores.proofs import judge_proof, read_proofs
+from tests.helpers.cli import sforge
+from tests.helpers.paths import FIXTURES
 from tests.helpers.report_tables import task_page, write
 
 ID_A, ID_B = "sha256:" + "a" * 64, "sha256:" + "b" * 64
@@ -134,3 +136,11 @@ def test_an_old_result_without_provenance_still_loads(tmp_path):
     new = EvalResult(task="t", submission="ab", key="k", valid=True, score=1.0, summary="",
                      judge_image_id=ID_A, grading_contract=1, host="node1")
     assert EvalResult.from_dict(json.loads(json.dumps(new.sanitised().to_dict()))) == new
+
+
+def test_the_oracle_refuses_a_task_without_reference(tmp_path):
+    proc = sforge("-b", str(FIXTURES / "scores_bench"), "--results", str(tmp_path / "r"),
+                  "run", "--agent", "oracle", "--task", "max_task")
+    assert proc.returncode == 2
+    assert "max_task/task.toml: [reference]" in proc.stderr and "script =" in proc.stderr
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").rglob("spec.json"))
