@@ -33,7 +33,7 @@ _PACK = (
 )
 
 
-def _solution_tar(task_dir: Path, script: str) -> bytes:
+def solution_tar(task_dir: Path, script: str) -> bytes:
     """The script's folder (the script alone when it sits in the task directory itself),
     at the same path under / in the container."""
     folder = PurePosixPath(script).parent
@@ -67,7 +67,7 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
         raise InfrastructureError(f"{task.id}: cannot start its work image {work_tag}: "
                                   f"{exc}") from None
     try:
-        engine.put_archive(cid, "/", _solution_tar(task.dir, script))
+        engine.put_archive(cid, "/", solution_tar(task.dir, script))
         engine.start(cid)
         code = engine.wait(cid, limit)
         if code is None:

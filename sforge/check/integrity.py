@@ -18,18 +18,11 @@ from pathlib import Path
 from sforge.benchmark.images import ImageRef
 from sforge.benchmark.model import Task
 from sforge.benchmark.submissions import store_archive
+from sforge.benchmark.verdicts import above_floor, at_least, full_marks, rescaled
 from sforge.build.solution import make_reference
 from sforge.check.findings import Finding
 from sforge.check.leaks import Keep, leak_findings
-from sforge.check.probes import (
-    FAKE_SCORE,
-    Workspace,
-    above_floor,
-    at_least,
-    full_marks,
-    probes,
-    rescaled,
-)
+from sforge.check.probes import FAKE_SCORE, Workspace, probes
 from sforge.check.toml_positions import locate
 from sforge.commands.execution import Execution, sweep
 from sforge.commands.images import make_images

@@ -15,7 +15,6 @@ from typing import Any
 
 from sforge.benchmark.dockerfile import simple_commands, strip_prefix, tokenize_shell
 from sforge.benchmark.model import Task
-from sforge.benchmark.rescaling import rescale
 
 FAKE_SCORE = 1e18
 RESULT_JSON = f'{{"score": {FAKE_SCORE:g}, "valid": true, "summary": "probe"}}\n'
@@ -169,37 +168,3 @@ def probes(task: Task, dirs: set[str], max_bytes: int) -> Iterator[Probe]:
         info.uid = info.gid = 0
         modes.append((info, data))
     yield Probe("setuid-world-writable", "submits setuid, world-writable files", packed(modes))
-
-
-# -- verdicts ---------------------------------------------------------------------------
-def rescaled(task: Task, valid: bool, score: float | None) -> float | None:
-    """The 0–100 score of a probe's result, or None when it is invalid or unscored."""
-    return rescale(task.score.rescale, score) if valid and score is not None else None
-
-
-def above_floor(task: Task, valid: bool, score: float | None) -> bool | None:
-    """Whether a verdict pays something: rescaled above 0; without a rescale table a
-    maximized raw score above 0; None when that cannot be told (minimized, no table)."""
-    if not valid or score is None:
-        return False
-    if task.score.rescale is not None:
-        return (rescaled(task, valid, score) or 0.0) > 0.0
-    if task.score.direction == "maximize":
-        return score > 0
-    return None
-
-
-def full_marks(task: Task, valid: bool, score: float | None) -> bool:
-    """Rescaled 100 (with a table); valid otherwise."""
-    if not valid or score is None:
-        return False
-    if task.score.rescale is not None:
-        return (rescaled(task, valid, score) or 0.0) >= 100.0 - 1e-9
-    return True
-
-
-def at_least(task: Task, score: float | None, other: float | None) -> bool:
-    """`score` is as good as `other` in the task's direction."""
-    if score is None or other is None:
-        return False
-    return score >= other if task.score.direction == "maximize" else score <= other

@@ -81,9 +81,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                                      **service.PARSERS,
                                      "completion": lambda s: add_completion(s, build_parser)}
     if argv is None or command_named(argv) in (*RUN_COMMANDS, None):
+        from sforge.cli.proofs import PARSERS as PROOF_PARSERS  # function-level: start-up
         from sforge.cli.runs import PARSERS as RUN_PARSERS  # function-level: start-up time
 
         parsers.update(RUN_PARSERS)
+        parsers.update(PROOF_PARSERS)
     for name in COMMAND_ORDER:
         if name in parsers:
             parsers[name](sub)

@@ -46,7 +46,8 @@ and stopped at the end. A finished run is never redone; Ctrl-C grades each run's
 workspace and records the attempt as interrupted (Ctrl-C again skips that), and running
 the same command again starts those runs afresh.
 
-agents: claude-code (ANTHROPIC_API_KEY), codex (OPENAI_API_KEY), script (--script FILE).
+agents: claude-code (ANTHROPIC_API_KEY), codex (OPENAI_API_KEY), script (--script FILE),
+oracle (the task's [reference], then submit), nop (submits the untouched workspace).
 The key stays on the host: the container reaches the model API only through sforge's proxy,
 which forwards to that one API and nothing else. Without the key a run is refused, unless
 --model-api URL points the agent at another API that speaks its protocol (a local
@@ -77,7 +78,7 @@ def _settled(spec: RunSpec) -> dict[str, Any]:
     return out
 
 
-def _save_spec(root: Path, spec: RunSpec) -> RunSpec:
+def save_spec(root: Path, spec: RunSpec) -> RunSpec:
     """spec.json names the run's settings; the same id with other settings is refused."""
     path = spec_path(root, spec.id)
     stored = spec.as_config()
@@ -115,8 +116,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     config["run"] = spec.as_config()
     pipe = pipeline_from(config)
     pipe.config["run"] = spec.as_config()
-    pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
-    _save_spec(pipe.layout.root, spec)
+    tasks = pipe.tasks(list(spec.tasks))  # unknown ids: a clear error
+    if agent.reference:  # the oracle: a task without a usable [reference] is refused now
+        from sforge.runs.reference import reference_files  # function-level: start-up time
+
+        for task in tasks:
+            reference_files(task)
+    save_spec(pipe.layout.root, spec)
     targets = run_targets(pipe, spec)
     missing = [t for t in targets if not t.exists()]
     if not missing:
@@ -138,18 +144,22 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec: RunSpec,
           targets: list[Path]) -> bool:
+    config = dict(config, run=spec.as_config())
+    pipe.config["run"] = spec.as_config()
+    return make_in_thread(config, targets, args, pipe.layout.root)
+
+
+def make_in_thread(config: dict[str, Any], targets: list[Path],
+                   args: argparse.Namespace, root: Path) -> bool:
     """Snakemake in a worker thread: the main thread keeps sforge's SIGINT/SIGTERM handlers
     (Snakemake's scheduler would take SIGTERM over, and a KeyboardInterrupt would leave the
     run threads working), so every run stops gracefully and grades its final workspace."""
     from sforge.commands.execution import run_workflow  # function-level: start-up time
     from sforge.core.console import JobProgress
 
-    config = dict(config, run=spec.as_config())
-    pipe.config["run"] = spec.as_config()
     box: dict[str, Any] = {}
 
     ex = execution_from(args)
-    root = pipe.layout.root
     progress = JobProgress("run", lambda rule, wc: run_verdict(root, rule, wc),
                            verbose=ex.verbose >= 1)
 
@@ -286,7 +296,7 @@ def add_run(sub: Subcommands) -> None:
         "sforge run -a codex -t knapsack --model-api http://127.0.0.1:8000/v1 --json"])
     p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
     p.add_argument("--agent", "-a", required=True, metavar="NAME",
-                   help="agents/<NAME>/: claude-code, codex, script")
+                   help="agents/<NAME>/: claude-code, codex, script, oracle, nop")
     p.add_argument("--model", "-m", help="model name (default: the agent's default_model)")
     p.add_argument("--timeout", type=positive_float, metavar="S",
                    help="the agent's wall clock (default: config run_timeout_s, 3600)")

@@ -61,6 +61,7 @@ Decisions:
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,7 @@ from sforge.grading.judge_container import (
     plain_number,
 )
 from sforge.grading.judge_log import write_log
-from sforge.grading.results import EvalResult, eval_key
+from sforge.grading.results import GRADING_CONTRACT, EvalResult, eval_key
 
 
 def _archive_sha256(path: Path) -> str:
@@ -183,6 +184,7 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
     except ArchiveError as exc:  # not a tar archive: this submission's verdict
         filtered = FilteredArchive(data=io.BytesIO(), size=0,
                                    refused=str(exc).replace(f" {archive}", ""))
+    image_id = engine.image_id(image) or ""  # provenance: the tag as resolved now
     with filtered:
         def result(**fields: Any) -> EvalResult:
             fields.setdefault("score", None)
@@ -193,6 +195,8 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
             return EvalResult(task=task.id, submission=submission, key=key,
                               judge_image=image, judge_settings=settings,
                               sforge_version=__version__, changed=filtered.changed,
+                              judge_image_id=image_id, grading_contract=GRADING_CONTRACT,
+                              host=os.uname().nodename,
                               warnings=filtered.warnings,
                               log=str(log_path) if log_path else None, **fields)
 

@@ -177,6 +177,10 @@ class EvalResult:
     warnings: list[str] = field(default_factory=list)  # e.g. a wrongly rooted archive
     sforge_version: str = ""
     log: str | None = None
+    # provenance (additive: older results lack them and still load; never part of the key)
+    judge_image_id: str = ""          # the judge image's id as the engine resolved the tag
+    grading_contract: int | None = None
+    host: str = ""                    # the node name of the machine that graded it
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON data."""
@@ -207,7 +211,7 @@ class EvalResult:
         data["changed"] = changed
         data["warnings"] = [clean_text(str(w), MAX_REASON_CHARS) for w in data["warnings"][:20]]
         for key in ("task", "submission", "key", "judge_image", "log", "started_at",
-                    "finished_at", "sforge_version"):
+                    "finished_at", "sforge_version", "judge_image_id", "host"):
             if isinstance(data.get(key), str):
                 data[key] = clean_text(data[key], MAX_NAME_CHARS * 4)
         return EvalResult.from_dict(data)

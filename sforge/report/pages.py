@@ -48,6 +48,7 @@ from sforge.report.plots import (
     task_distribution_svg,
     task_time_svg,
 )
+from sforge.report.provenance import add_judge_column, add_proof_column, proof_fact
 from sforge.report.run_pages import update_run_pages
 from sforge.report.state import (
     PAGES_VERSION,
@@ -74,18 +75,20 @@ from sforge.report.views import (
 from sforge.scores import not_valid_rows, read_best, read_budgets, read_leaderboard, read_scores
 from sforge.scores.cache import dump_bytes
 from sforge.scores.parts import PartsUpdate, index_entry
+from sforge.scores.proofs import Proof, read_proofs
 from sforge.scores.repeats import PASS_K, SOLVED_AT, write_repeats
 from sforge.scores.tables import SCORES_COLUMNS, empty_table
 
 
 def _page_key(bench: Benchmark, task: Task, rows: pd.DataFrame, colors: dict[str, str],
-              link: Linker) -> str:
+              link: Linker, proofs: dict[str, Proof]) -> str:
     """Everything a task page shows, hashed: its rows, its result files (by stat), the task
     definition and the colours of its sources."""
     h = hashlib.sha256()
     h.update(repr((__version__, PAGES_VERSION, task.id, task.name, task.version, task.score,
                    sorted(task.metadata.items(), key=str), bench.excluded(task),
-                   sorted((s, colors.get(s)) for s in rows["source"].unique()))).encode())
+                   sorted((s, colors.get(s)) for s in rows["source"].unique()),
+                   proof_fact(proofs))).encode())
     h.update(rows.to_csv(index=False).encode("utf-8", "surrogatepass"))
     for t, k in sorted(set(zip(rows["task"], rows["key"], strict=True))):
         for path in (link.layout.eval_result(t, k), link.layout.eval_log(t, k)):
@@ -99,14 +102,15 @@ def _page_key(bench: Benchmark, task: Task, rows: pd.DataFrame, colors: dict[str
 
 def render_task_page(env: jinja2.Environment, bench: Benchmark, task: Task,
                      rows: pd.DataFrame, best: pd.DataFrame, colors: dict[str, str],
-                     link: Linker) -> str:
+                     link: Linker, proofs: dict[str, Proof]) -> str:
     """A task's page: its facts, bests, plots, invalid submissions and every submission."""
     points = TaskPoints(rows)
     time_plot = task_time_svg(task, points, colors)
     dist_plot = task_distribution_svg(task, points, colors)
     bad = not_valid_rows(rows)
     return env.get_template("task.html.j2").render(
-        bench=bench, task=task, facts=task_facts(bench, task), n_graded=len(rows),
+        bench=bench, task=task, facts=[*task_facts(bench, task), proof_fact(proofs)],
+        n_graded=len(rows),
         n_valid=int(rows["valid"].sum()), best=best_views(best, colors),
         time_plot=time_plot, dist_plot=dist_plot,
         invalid=invalid_rows(bad, colors, link, from_index=False),
@@ -117,7 +121,7 @@ def render_task_page(env: jinja2.Environment, bench: Benchmark, task: Task,
 
 def write_task_pages(env: jinja2.Environment, bench: Benchmark, scores: pd.DataFrame,
                      best: pd.DataFrame, colors: dict[str, str], link: Linker, pages: Path,
-                     cache: Path | None) -> list[Path]:
+                     cache: Path | None, proofs: dict[str, dict[str, Proof]]) -> list[Path]:
     """report/<task>.html for every task; an unchanged page is copied from the cache."""
     by_task = dict(tuple(scores.groupby("task", sort=False)))
     best_by_task = dict(tuple(best.groupby("task", sort=False)))
@@ -125,13 +129,14 @@ def write_task_pages(env: jinja2.Environment, bench: Benchmark, scores: pd.DataF
     written = []
     for task in bench.tasks.values():
         rows = by_task.get(task.id, scores.iloc[0:0])
-        key = _page_key(bench, task, rows, colors, link)
+        key = _page_key(bench, task, rows, colors, link, proofs.get(task.id, {}))
         cached = cache / f"{key}.html" if cache is not None else None
         if cached is not None and cached.is_file():
             html = cached.read_text()
         else:
             html = render_task_page(env, bench, task, rows,
-                                    best_by_task.get(task.id, best.iloc[0:0]), colors, link)
+                                    best_by_task.get(task.id, best.iloc[0:0]), colors, link,
+                                    proofs.get(task.id, {}))
             if cached is not None:
                 try:
                     atomic_write_text(cached, html)
@@ -187,14 +192,17 @@ def environment() -> jinja2.Environment:
 
 def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, dict[str, Any]],
                  best: pd.DataFrame, board: pd.DataFrame, budgets: pd.DataFrame,
-                 colors: dict[str, str], link: Linker) -> str:
-    """entries: task → index_entry of its rows of scores.csv. Also writes
-    leaderboard_repeats.csv beside it (the repeats table it shows)."""
+                 colors: dict[str, str], link: Linker,
+                 proofs: dict[str, dict[str, Proof]]) -> str:
+    """entries: task → index_entry of its rows of scores.csv; proofs: read_proofs. Also
+    writes leaderboard_repeats.csv beside it (the repeats table it shows)."""
     sources = list(board["source"]) if len(board) else sorted(colors)
     repeats = write_repeats(bench, board, best, link.layout.leaderboard_repeats)
     repeats_header, repeats_rows = repeats_table(repeats)
     board_header, board_rows = leaderboard_table(bench, board, colors)
+    add_judge_column(board, board_header, board_rows, entries)
     task_header, task_rows = task_table(bench, best, entries, sources, colors, link)
+    add_proof_column(bench, task_header, task_rows, proofs, 4)
     budget_header, budget_rows = budget_table(budgets, colors)
     n_graded = sum(e["graded"] for e in entries.values())
     n_invalid = sum(e["invalid"] for e in entries.values())
@@ -213,7 +221,7 @@ def render_index(env: jinja2.Environment, bench: Benchmark, entries: dict[str, d
         budget_rows=budget_rows,
         budget_table=table_html("budgets-table", budget_header, budget_rows, 1),
         budget_plot=budgets_svg(budgets, colors),
-        task_table=table_html("task-table", task_header, task_rows, 4),
+        task_table=table_html("task-table", task_header, task_rows, 5),
         invalid=invalid_rows(newest_invalid(entries), colors, link, from_index=True),
         n_invalid=n_invalid,
         invalid_by_task={t: e["invalid"] for t, e in entries.items() if e["invalid"]},
@@ -236,10 +244,11 @@ def write_report(benchmark: Benchmark, scores_csv: Path, best_csv: Path, leaderb
     entries = {str(t): index_entry(rows) for t, rows in scores.groupby("task", sort=True)}
     colors = entry_colors(entries)
     link = Linker(root)
+    proofs = read_proofs(benchmark, root)
     pages = write_task_pages(env, benchmark, scores, best, colors, link, link.layout.report_pages,
-                             root / ".cache" / "report-pages" if cache else None)
+                             root / ".cache" / "report-pages" if cache else None, proofs)
     atomic_write_text(out_html, render_index(env, benchmark, entries, best, board, budgets,
-                                             colors, link))
+                                             colors, link, proofs))
     runs = update_run_pages(root, benchmark.name, lambda: env)
     return [out_html, *pages, *runs]
 
@@ -266,7 +275,8 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
     entries = {t: p["index"] for t, p in update.parts.items()}
     colors = entry_colors(entries)
     pages = stored_pages(root)
-    wanted = page_wants(benchmark, entries, update.fingerprints)
+    proofs = read_proofs(benchmark, root)
+    wanted = page_wants(benchmark, entries, update.fingerprints, proofs)
     render = pages_to_render(benchmark, root, wanted, pages, update.made)
     written: list[Path] = []
     if render or update.changed or not out_html.is_file() \
@@ -285,7 +295,7 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
         def render_one(task_id: str) -> Path:
             html = render_task_page(env, benchmark, benchmark.tasks[task_id],
                                     frames.get(task_id, empty), best[of_task == task_id],
-                                    colors, link)
+                                    colors, link, proofs.get(task_id, {}))
             out = pages_dir / Linker.page(task_id, from_index=False)
             atomic_write_text(out, html)
             return out
@@ -298,7 +308,7 @@ def update_report(benchmark: Benchmark, update: PartsUpdate, best_csv: Path,
                     old.unlink(missing_ok=True)
         atomic_write_text(out_html, render_index(
             env, benchmark, entries, best, read_leaderboard(leaderboard_csv),
-            read_budgets(budgets_csv), colors, link))
+            read_budgets(budgets_csv), colors, link, proofs))
         written.insert(0, out_html)
     fresh = kept_pages(wanted)
     if fresh != pages:

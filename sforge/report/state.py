@@ -15,6 +15,7 @@ from sforge import __version__
 from sforge.benchmark.layout import Layout
 from sforge.benchmark.model import Benchmark
 from sforge.scores.cache import load_bytes
+from sforge.scores.proofs import Proof, proof_badge, read_proofs
 
 PAGES_VERSION = "3"
 RUNS_PAGE = "runs.html"  # report/runs.html, beside the task pages (sforge.report.run_pages)
@@ -59,12 +60,14 @@ def stored_pages(root: Path) -> dict[str, Any]:
 
 
 def page_wants(benchmark: Benchmark, entries: dict[str, dict[str, Any]],
-               fingerprints: dict[str, str | None]) -> dict[str, list[Any]]:
-    """task → what its page is made from: its folder fingerprint, sforge's version and its
-    sources with their colours."""
+               fingerprints: dict[str, str | None],
+               proofs: dict[str, dict[str, Proof]]) -> dict[str, list[Any]]:
+    """task → what its page is made from: its folder fingerprint, sforge's version, its
+    sources with their colours and what its proofs say (read_proofs)."""
     colors = entry_colors(entries)
     return {t: [fingerprints.get(t), __version__,
-                [[s, colors[s]] for s in (entries[t]["sources"] if t in entries else [])]]
+                [[s, colors[s]] for s in (entries[t]["sources"] if t in entries else [])],
+                list(proof_badge(proofs.get(t, {})))]
             for t in benchmark.tasks}
 
 
@@ -100,7 +103,8 @@ def report_current(benchmark: Benchmark, out_html: Path, parts: dict[str, Any],
     """Whether report.html and every task page stand as update_report would leave them
     when no table changed (`parts`: the stored ones)."""
     root = Path(out_html).parent
-    wanted = page_wants(benchmark, {t: p["index"] for t, p in parts.items()}, fingerprints)
+    wanted = page_wants(benchmark, {t: p["index"] for t, p in parts.items()}, fingerprints,
+                        read_proofs(benchmark, root))
     pages = stored_pages(root)
     return Path(out_html).is_file() and kept_pages(wanted) == pages and \
         not pages_to_render(benchmark, root, wanted, pages)

@@ -8,4 +8,5 @@ COMMANDS = {
     "run": "run an agent on tasks (one Snakemake target per run)",
     "runs": "list agent runs (state, best, tokens, cost, elapsed, error); cancel one",
     "agents": "list agents; prepare their bundles on this machine",
+    "prove": "prove tasks: the oracle gets full marks, the no-op stays at the floor",
 }

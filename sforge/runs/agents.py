@@ -57,6 +57,7 @@ class Agent:
     max_resumes: int = 0
     path_dirs: tuple[str, ...] = ()
     script: bool = False
+    reference: bool = False  # the task's [reference] is copied into the container
     env: dict[str, str] = field(default_factory=dict)
     model_api: ModelApi | None = None
     prices: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -117,7 +118,8 @@ def load_agent(name: str, root: Path = AGENTS_DIR) -> Agent:
         name=name, path=path, description=data["description"], command=data["command"],
         resume=data.get("resume"), version=data.get("version"),
         max_resumes=data.get("max_resumes", 0), path_dirs=tuple(data.get("path", [])),
-        script=data.get("script", False), env=dict(data.get("env", {})),
+        script=data.get("script", False), reference=data.get("reference", False),
+        env=dict(data.get("env", {})),
         model_api=ModelApi(**api) if api else None, prices=data.get("prices", {}),
         bundle=tuple(BundleItem(**item) for item in data.get("bundle", [])),
     )

@@ -154,6 +154,13 @@ class WorkContainer:
                                       f"({code}): {out.decode(errors='replace')[-500:]}")
         return code, out
 
+    def put_archive(self, path: str, data: bytes) -> None:
+        """Unpack the tar `data` at `path` in the container (the oracle's reference)."""
+        try:
+            self.engine.put_archive(self._cid, path, data)
+        except EngineError as exc:
+            raise self._infra(f"copying files to {path}", exc) from None
+
     def exec_agent(self, script: str, env: dict[str, str], log: LogSink, deadline: float,
                    should_stop: Callable[[], bool]) -> ExecResult:
         """Run `script` with /bin/sh in cwd until it exits, the deadline passes, or

@@ -22,7 +22,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,20 @@ def parse_usage(events: list[Any]) -> dict[str, int]:
                 if isinstance(value, int) and not isinstance(value, bool):
                     out[name] = max(out.get(name, 0), value)
     return out
+
+
+def reply_models(events: list[Any]) -> list[str]:
+    """The `model` the API named in one reply or stream event (top level, or in Anthropic's
+    `message` / OpenAI's `response`): which model answered, as the API says, not as asked."""
+    found: list[str] = []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        for obj in (event, event.get("message"), event.get("response")):
+            if isinstance(obj, dict) and isinstance(obj.get("model"), str) \
+                    and obj["model"] not in found:
+                found.append(obj["model"])
+    return found
 
 
 def _decode_body(body: bytes, content_type: str) -> tuple[Any, list[Any]]:
@@ -147,9 +161,12 @@ class ModelRoute:
     health: ModelHealth | None = None
     on_fail: Callable[[str], None] = lambda reason: None
     usage: Usage = field(default_factory=Usage)
+    api_models: list[str] = field(default_factory=list)  # as the API's replies named them
 
-    def add(self, call: dict[str, int]) -> None:
-        """Count one call's tokens and cost; the first cap reached is recorded and reported once."""
+    def add(self, call: dict[str, int], models: Sequence[str] = ()) -> None:
+        """Count one call's tokens and cost, and the models its reply named; the first cap
+        reached is recorded and reported once."""
+        self.api_models.extend(m for m in models if m not in self.api_models)
         u = self.usage
         u.calls += 1
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens",
@@ -323,7 +340,7 @@ class HostSockets:
         kept, events = _decode_body(bytes(reply), ctype)
         call = parse_usage(events)
         with self._lock:
-            route.add(call)
+            route.add(call, reply_models(events) if status < 400 else [])
             failed = route.health.record(status, kept, up_headers, error) \
                 if route.health else None
         if failed:

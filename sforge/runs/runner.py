@@ -19,6 +19,7 @@ run.json: the job fails, and the same command once the API answers starts a fres
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -30,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from sforge import __version__
 from sforge.benchmark.games import is_game
 from sforge.build.image import ensure_local
 from sforge.containers.docker import engine
@@ -38,8 +40,9 @@ from sforge.core.config import games_settings
 from sforge.core.errors import SforgeError
 from sforge.core.fileio import HeadTail, atomic_write_json
 from sforge.grading.contract import container_limits
+from sforge.grading.results import GRADING_CONTRACT
 from sforge.runs.agents import MOUNT, Agent, load_agent
-from sforge.runs.bundle import ensure_bundle
+from sforge.runs.bundle import MANIFEST, ensure_bundle
 from sforge.runs.container import (
     MODEL_PORT,
     RUN_DIR_LABEL,
@@ -53,6 +56,7 @@ from sforge.runs.helper import helper_binary
 from sforge.runs.model_health import DEFAULT_FAIL_AFTER, ModelHealth
 from sforge.runs.prompt import build_prompt, submit_env
 from sforge.runs.proxy import HostSockets, ModelRoute
+from sforge.runs.reference import reference_files
 from sforge.runs.service import run_service
 from sforge.runs.signals import ABORT, STOP, Interrupted, install_signal_handlers
 from sforge.runs.spec import RunSpec, run_dir
@@ -185,23 +189,34 @@ class _Run:
         log_path = self.folder / "agent.log"
         transcript = self.folder / "transcript.jsonl"
         route = self.model_route(transcript)
+        reference = reference_files(task) if self.agent.reference else None
         record: dict[str, Any] = {
             "run": spec.id, "task": task.id, "repeat": self.repeat, "attempt": attempt,
             "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
             "started_at": _iso(started), "timeout_s": spec.timeout_s,
             "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
+            **self.provenance(eng, bundle),
         }
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
         try:
             return self._attempt(record, bundle, eng, started, deadline, log_path,
-                                 transcript, route)
+                                 transcript, route, reference)
         finally:
             running.unlink(missing_ok=True)
             (self.folder / "cancel").unlink(missing_ok=True)
 
+    def provenance(self, eng, bundle: Path) -> dict[str, Any]:
+        """What made this run, resolved (image ids, not only tags; the bundle's hash): two
+        records with the same values ran the same thing."""
+        work = self.pipe.refs[self.task.id]["work"].tag
+        digest = json.loads((bundle / MANIFEST).read_text()).get("digest")
+        return {"work_image": work, "work_image_id": eng.image_id(work),
+                "bundle": digest, "sforge_version": __version__,
+                "grading_contract": GRADING_CONTRACT}
+
     def _attempt(self, record, bundle, eng, started, deadline, log_path, transcript,
-                 route) -> dict[str, Any]:
+                 route, reference) -> dict[str, Any]:
         spec, task, attempt = self.spec, self.task, record["attempt"]
         sockets = Path(tempfile.mkdtemp(prefix="sforge-run-"))
         os.chmod(sockets, 0o755)
@@ -237,6 +252,10 @@ class _Run:
                     labels={RUN_ID_LABEL: service_run, RUN_DIR_LABEL: str(self.folder)}))
                 box.start()
                 env = self.env(box.image_path(), token, deadline)
+                if reference is not None:
+                    box.put_archive("/", reference[0])
+                    env.update(reference[1])
+                record["agent_version"] = self._version(box, env)
                 record.update(self._agent_loop(box, env, deadline, log_path, record))
                 record["stopped_by"] = self.stop_reason or (
                     "timeout" if record["timed_out"] else "agent")
@@ -259,6 +278,9 @@ class _Run:
                     admin.end_run(service_run)
             history = {} if ABORT.is_set() else admin.history(service_run)
         ended = _now()
+        judge = self.pipe.refs[task.id]["judge"].tag
+        record.update({"judge_image": judge, "judge_image_id": eng.image_id(judge),
+                       "api_models": list(route.api_models) if route else []})
         record.update(self._summary(history))
         record.update({
             "ended_at": _iso(ended), "elapsed_s": round((ended - started).total_seconds(), 3),
@@ -281,6 +303,15 @@ class _Run:
                             "run it again once the model API answers)")
         atomic_write_json(self.output, record)
         return record
+
+    def _version(self, box: WorkContainer, env: dict[str, str]) -> str | None:
+        """The agent CLI's version as its `version` script prints it in the container."""
+        if not self.agent.version:
+            return None
+        code, out = box.run(["/bin/sh", "-c", self.agent.version], check=False, env=env,
+                            workdir=self.task.environment.cwd)
+        text = out.decode(errors="replace").strip()
+        return text.splitlines()[-1][:200] if code == 0 and text else None
 
     def _agent_loop(self, box: WorkContainer, env: dict[str, str], deadline: float,
                     log_path: Path, record: dict[str, Any]) -> dict[str, Any]:

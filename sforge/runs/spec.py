@@ -47,6 +47,7 @@ class RunSpec:
     cooldown_s: float | None = None
     script: str | None = None        # the script agent's script (absolute path)
     model_api: str | None = None     # another API for the agent (a local server, a gateway)
+    source_name: str | None = None   # every repeat's source (None: run-<id>-<repeat>)
 
     def __post_init__(self) -> None:
         check_run_id(self.id)
@@ -75,8 +76,9 @@ class RunSpec:
         return out
 
     def source(self, repeat: int) -> str:
-        """Each repeat is its own source in the scores tables."""
-        return f"run-{self.id}-{repeat}"
+        """Each repeat is its own source in the scores tables, unless the run names one
+        (proof runs: one source per proof agent across tasks)."""
+        return self.source_name or f"run-{self.id}-{repeat}"
 
     # the work container's size -------------------------------------------------------
     def cpus_for(self, task: Task) -> float | None:

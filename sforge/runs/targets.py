@@ -4,6 +4,7 @@ Snakemake can re-make a run's targets."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,9 @@ def run_spec(pipe, run_id: str) -> RunSpec:
         return RunSpec.from_config(given)
     path = spec_path(pipe.layout.root, run_id)
     if path.is_file():
-        return RunSpec.from_config(read_json(path))
+        spec = RunSpec.from_config(read_json(path))
+        shared = pipe.config.get("run_service")
+        return replace(spec, service=shared) if shared and not spec.service else spec
     raise SforgeError(f"no settings for run {run_id!r}: start it with `sforge run --run-id "
                       f"{run_id} ...` or give config run: {{id: {run_id}, agent: ...}}")
 

@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 
 # Fields taken from each eval result JSON (sforge.grading.results.EvalResult).
 RESULT_FIELDS = ("task", "submission", "key", "valid", "score", "summary", "reason",
-                  "duration_s", "finished_at", "judge_image")
-_CACHE_VERSION = "3"  # 3: each entry ends with the result's feedback (compact_feedback)
+                  "duration_s", "finished_at", "judge_image", "judge_image_id")
+_CACHE_VERSION = "4"  # 4: judge_image_id; 3: each entry ends with the feedback
 # Result directories a worker process must have to be worth its start (sforge.core.forking): a
 # cold read of 100,000 results over 200 directories parses on every core.
 DIRS_PER_PROCESS = 25
@@ -105,7 +105,8 @@ def _parse_result(path: str) -> tuple[str, tuple[Any, ...], list[Any]]:
                       data["valid"], score, _opt_text(data.get("summary")),
                       _opt_text(data.get("reason")), duration,
                       _opt_text(data.get("finished_at")) or None,
-                      _opt_text(data.get("judge_image")) or None), \
+                      _opt_text(data.get("judge_image")) or None,
+                      _opt_text(data.get("judge_image_id")) or None), \
         compact_feedback(data)
 
 
@@ -119,7 +120,7 @@ def _opt_text(value: Any) -> str | None:
 # shape was not made by it: a damaged or hand-edited shard, its file parsed again).
 _NONE = type(None)
 _FIELD_TYPES = ((str,), (str,), (str,), (bool,), (float, _NONE), (str, _NONE), (str, _NONE),
-                (float, _NONE), (str, _NONE), (str, _NONE))
+                (float, _NONE), (str, _NONE), (str, _NONE), (str, _NONE))
 assert len(_FIELD_TYPES) == len(RESULT_FIELDS)
 _ENTRY_TYPES = frozenset(itertools.product(*_FIELD_TYPES))  # one set lookup an entry
 

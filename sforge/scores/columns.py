@@ -18,6 +18,7 @@ SCORES_COLUMNS: dict[str, str] = {
     "summary": "str",
     "reason": "str",
     "judge_image": "str",
+    "judge_image_id": "str",  # the judge image's id when graded (empty in older results)
     "graded_at": "str",  # the result's finished_at
     "duration_s": "float64",
     "submitted_at": "str",

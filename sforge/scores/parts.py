@@ -33,7 +33,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -106,12 +106,25 @@ def _digest(head: str, rows: list[RecordRow]) -> str:
     return hashlib.sha256("".join([head, *lines]).encode()).hexdigest()
 
 
+def mixed_judges(sources: Iterable[str], image_ids: Iterable[Any]) -> dict[str, list[str]]:
+    """source → the judge image ids its results of one task were graded under, for the
+    sources with more than one (results without an id, from older sforge, say nothing)."""
+    seen: dict[str, set[str]] = {}
+    for source, image in zip(sources, image_ids, strict=True):
+        if isinstance(image, str) and image:
+            seen.setdefault(source, set()).add(image)
+    return {s: sorted(ids) for s, ids in sorted(seen.items()) if len(ids) > 1}
+
+
 def index_entry(rows: pd.DataFrame) -> dict[str, Any]:
-    """What the report's index shows of one task's rows of scores.csv: counts, sources and
-    its newest invalid rows (the index lists the newest NEWEST_INVALID of all tasks)."""
+    """What the report's index shows of one task's rows of scores.csv: counts, sources,
+    the sources graded under more than one judge image, and its newest invalid rows (the
+    index lists the newest NEWEST_INVALID of all tasks)."""
     bad = not_valid_rows(rows)
     return {"graded": len(rows), "invalid": len(bad),
             "sources": sorted(rows["source"].unique().tolist()),
+            "mixed_judges": mixed_judges(rows["source"].tolist(),
+                                         rows["judge_image_id"].tolist()),
             "bad": {c: bad[c].head(NEWEST_INVALID).tolist() for c in INVALID_FIELDS}}
 
 
@@ -176,6 +189,14 @@ def _make_parts(bench: Benchmark, rows: list[RecordRow], hours: list[float], cac
         if index["invalid"] <= NEWEST_INVALID:
             for c, values in bad_cols.items():
                 index["bad"][c].append(values[i])
+    by_task: dict[str, tuple[list[str], list[Any]]] = {}
+    for task_id, source, image in zip(tasks, sources, frame["judge_image_id"].tolist(),
+                                      strict=True):
+        pair = by_task.setdefault(task_id, ([], []))
+        pair[0].append(source)
+        pair[1].append(image)
+    for task_id, (srcs, images) in by_task.items():
+        parts[task_id]["index"]["mixed_judges"] = mixed_judges(srcs, images)
     for part in parts.values():
         part["timed"].sort()
         part["index"]["sources"] = sorted(part["index"]["sources"])

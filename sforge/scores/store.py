@@ -19,7 +19,7 @@ from sforge.scores.columns import BEST_COLUMNS, INVALID_FIELDS
 
 log = logging.getLogger("sforge.scores.parts")
 
-PARTS_VERSION = "4"
+PARTS_VERSION = "5"
 
 
 @dataclass

@@ -235,6 +235,10 @@ def test_claude_code_end_to_end_through_the_key_adding_proxy(edge, tmp_path, doc
     # token usage from the replies, and the transcript beside the record
     assert rec["usage"]["calls"] == len(model.requests) and rec["tokens"] > 0
     assert (folder / "transcript.jsonl").read_text().count("\n") == len(model.requests)
+    # the model as the API's replies named it (the scripted server names the one asked for),
+    # and the CLI's version as its own --version prints it in the container
+    assert set(rec["api_models"]) == {r["body"]["model"] for r in model.requests}
+    assert "2.1.328" in rec["agent_version"]
     assert_probed_and_key_nowhere(
         edge, docker_client, "claude1",
         json.dumps([r["body"]["messages"] for r in model.requests[-1:]]), KEY)
@@ -252,6 +256,7 @@ def test_codex_end_to_end_through_the_key_adding_proxy(edge, docker_client):
     assert [r["path"] for r in model.requests] == ["/v1/responses"] * 3, model.requests
     assert {r["authorization"] for r in model.requests} == {f"Bearer {key}"}
     assert rec["usage"]["calls"] == 3 and rec["tokens"] > 0
+    assert rec["api_models"] == ["gpt-5-codex"] and "0.169.0" in rec["agent_version"]
     # the report's run page reads codex's Responses transcript: its shell calls and outputs
     edge.run("report", check=True)
     page = (edge.results / edge.name / "report" / "runs" / "codex1"

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import aiohttp
 import pytest
 
-from sforge.runs.proxy import HostSockets, ModelRoute, parse_usage
+from sforge.runs.proxy import HostSockets, ModelRoute, parse_usage, reply_models
 from tests.helpers.model_server import INPUT_TOKENS, OUTPUT_TOKENS, ScriptedModel
 from tests.helpers.servers import RawServer
 
@@ -89,6 +89,22 @@ def test_key_added_on_the_host_usage_and_transcript(tmp_path, model):
     assert any(e.get("type") == "message_delta" for e in lines[0]["response"])
     assert KEY not in (tmp_path / "transcript.jsonl").read_text()
     assert not caps
+    assert route.api_models == ["m"]  # as the replies named it (streamed and plain)
+
+
+def test_the_model_is_taken_from_the_replies_not_the_request():
+    anthropic_stream = [{"type": "message_start",
+                         "message": {"model": "claude-sonnet-4-5-20250929", "usage": {}}},
+                        {"type": "message_delta", "usage": {"output_tokens": 3}}]
+    openai_stream = [{"type": "response.created", "response": {"model": "gpt-5-codex-0925"}},
+                     {"type": "response.completed", "response": {"model": "gpt-5-codex-0925"}}]
+    assert reply_models(anthropic_stream) == ["claude-sonnet-4-5-20250929"]
+    assert reply_models(openai_stream) == ["gpt-5-codex-0925"]
+    assert reply_models([{"model": "qwen3-coder"}, "text", None]) == ["qwen3-coder"]
+    route = ModelRoute(upstream="http://x", key=None, key_header="x-api-key")
+    route.add({}, ["a"])
+    route.add({}, ["a", "b"])
+    assert route.api_models == ["a", "b"] and route.usage.calls == 2
 
 
 def test_cap_stops_the_run_and_refuses_further_calls(tmp_path, model):
