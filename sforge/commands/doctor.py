@@ -28,10 +28,11 @@ from sforge.commands.execution import run_workflow
 from sforge.containers import slurmjob
 from sforge.containers.docker import engine
 from sforge.containers.engine import EngineError, RegistryError
+from sforge.containers.owner import node_name
 from sforge.core.config import REPO_ROOT
 from sforge.core.errors import InfrastructureError
 from sforge.core.fileio import atomic_write_json
-from sforge.evals.grade import node_name, sweep_orphans
+from sforge.evals.grade import sweep_orphans
 from sforge.plan.pipeline import Pipeline
 from sforge.workflow.snakemake import resolve_profile
 

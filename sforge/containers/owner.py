@@ -41,6 +41,11 @@ def hostname() -> str:
     return socket.gethostname()
 
 
+def node_name() -> str:
+    """The machine a judge runs on, as people name it: SLURM's node name inside a job."""
+    return os.environ.get("SLURMD_NODENAME") or hostname()
+
+
 def identity() -> dict[str, str]:
     """This process: host, pid and start time (no start time where /proc is missing)."""
     me = {"host": hostname(), "pid": str(os.getpid())}

@@ -10,8 +10,6 @@ on a cluster (its cores and memory are sforge.grading.capacity's).
 from __future__ import annotations
 
 import math
-import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +20,12 @@ from sforge.benchmark.images import ImageRef
 from sforge.build.image import ensure_local
 from sforge.containers.docker import engine
 from sforge.containers.engine import RegistryError
-from sforge.containers.owner import remove_own, sweep_stale_containers, sweep_stale_dirs
+from sforge.containers.owner import (
+    node_name,
+    remove_own,
+    sweep_stale_containers,
+    sweep_stale_dirs,
+)
 from sforge.core.console import say
 from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.claims import Claim, holding, release, try_claim
@@ -32,13 +35,7 @@ from sforge.grading.judge_container import DEADLINE_GRACE_S
 from sforge.grading.results import EvalResult, load_result
 from sforge.plan.pipeline import EvalTarget, Pipeline
 
-
 # nodes ------------------------------------------------------------------------------
-def node_name() -> str:
-    """The machine a judge runs on, as people name it: SLURM's node name inside a job."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
-
 _sweep_lock = threading.Lock()
 _swept: list[str] | None = None
 

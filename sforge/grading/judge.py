@@ -61,7 +61,6 @@ Decisions:
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -69,6 +68,7 @@ from typing import Any
 from sforge import __version__
 from sforge.benchmark.hashing import file_sha256
 from sforge.benchmark.model import Task
+from sforge.containers import owner
 from sforge.containers.engine import ContainerEngine
 from sforge.core.clock import now_iso
 from sforge.core.errors import InfrastructureError
@@ -184,7 +184,8 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
     except ArchiveError as exc:  # not a tar archive: this submission's verdict
         filtered = FilteredArchive(data=io.BytesIO(), size=0,
                                    refused=str(exc).replace(f" {archive}", ""))
-    image_id = engine.image_id(image) or ""  # provenance: the tag as resolved now
+    # provenance: the tag as resolved now (a refused archive makes no Docker call at all)
+    image_id = "" if filtered.refused else engine.image_id(image) or ""
     with filtered:
         def result(**fields: Any) -> EvalResult:
             fields.setdefault("score", None)
@@ -196,7 +197,7 @@ def prepare_judge(engine: ContainerEngine, image: str, task: Task, archive: Path
                               judge_image=image, judge_settings=settings,
                               sforge_version=__version__, changed=filtered.changed,
                               judge_image_id=image_id, grading_contract=GRADING_CONTRACT,
-                              host=os.uname().nodename,
+                              host=owner.node_name(),
                               warnings=filtered.warnings,
                               log=str(log_path) if log_path else None, **fields)
 
