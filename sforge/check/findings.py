@@ -16,6 +16,11 @@ class Finding:
     message: str
     severity: str = "error"  # "error" | "warning"
 
+    def to_dict(self) -> dict[str, object]:
+        """The finding as --json prints it (file as a string)."""
+        return {"file": str(self.file), "line": self.line, "rule": self.rule,
+                "message": self.message, "severity": self.severity}
+
 
 def format_findings(findings: Iterable[Finding]) -> str:
     """One line per finding: 'path:line: rule: message' (warnings say so at the end)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from sforge.cli.common import (
     AddParser,
@@ -19,6 +20,10 @@ from sforge.cli.common import (
     print_json,
     report_broken,
 )
+
+if TYPE_CHECKING:
+    from sforge.benchmark.images import ImageRef
+    from sforge.check.findings import Finding
 
 
 # list ---------------------------------------------------------------------------------
@@ -100,10 +105,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     pipe = pipeline_from(config_from(args))
     dropped = verify(pipe, args.task)
+    broken = report_broken(pipe)
+    if args.json:
+        print_json({"dropped": [str(p) for p in dropped], "broken": broken})
+        return 1 if broken else 0
     for path in dropped:
         print(f"image gone, will rebuild: {path}")
     print(f"sforge verify: {len(dropped)} stale sentinel(s) dropped")
-    return 1 if report_broken(pipe) else 0
+    return 1 if broken else 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -122,6 +131,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                 print(f"    {line}", file=sys.stderr)
             print(f"  full log: {log}", file=sys.stderr)
     refs, made = out.refs, out.made
+    leaks: list[Finding] = []
     if made:  # the leak check of `check --integrity` on what was just built (no judge run)
         from sforge.check import format_findings  # function-level: buys start-up time
         from sforge.check.integrity import after_build
@@ -129,11 +139,21 @@ def cmd_build(args: argparse.Namespace) -> int:
         leaks = after_build(pipe, made)
         if leaks:
             print(format_findings(leaks), file=sys.stderr)
+    code = 1 if out.failed or broken else 0
+    if args.json:
+        print_json({"images": len(refs), "built": len(made) - out.reused,
+                    "already_present": out.reused, "up_to_date": len(refs) - len(out.todo),
+                    "failed": [{"kind": r.kind, "name": r.name, "tag": r.tag,
+                                "log": str(pipe.layout.build_log(r.kind, r.name, r.digest))}
+                               for r in out.failed],
+                    "pushed": out.pushed if args.push else None, "broken": broken,
+                    "warnings": [f.to_dict() for f in leaks]})
+        return code
     print(f"sforge: {len(refs)} image(s): {len(made) - out.reused} built, {out.reused} already "
           f"present, {len(refs) - len(out.todo)} up to date, {len(out.failed)} failed"
           + (f", {out.pushed} pushed" if args.push else "")
           + (f"; {broken} broken task(s)" if broken else ""))
-    return 1 if out.failed or broken else 0
+    return code
 
 
 # push / pull --------------------------------------------------------------------------
@@ -144,6 +164,10 @@ def cmd_push(args: argparse.Namespace) -> int:
     pipe = pipeline_from(config_from(args))
     broken = report_broken(pipe)
     refs, pushed = push_images(pipe, args.task)
+    if args.json:
+        print_json({"images": len(refs), "pushed": [pipe.remote(r) for r in pushed],
+                    "registry": pipe.registry, "broken": broken})
+        return 1 if broken else 0
     for ref in pushed:
         print(f"pushed {pipe.remote(ref)}")
     print(f"sforge: {len(refs)} image(s): {len(pushed)} pushed, {len(refs) - len(pushed)} "
@@ -157,8 +181,19 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     pipe = pipeline_from(config_from(args))
     broken = report_broken(pipe)
-    refs, local = pull_images(pipe, args.task,
-                              lambda ref: print(f"pulled {pipe.remote(ref)} as {ref.tag}"))
+    pulled: list[dict[str, str]] = []
+
+    def note(ref: ImageRef) -> None:
+        if args.json:
+            pulled.append({"remote": pipe.remote(ref), "tag": ref.tag})
+        else:
+            print(f"pulled {pipe.remote(ref)} as {ref.tag}")
+
+    refs, local = pull_images(pipe, args.task, note)
+    if args.json:
+        print_json({"images": len(refs), "pulled": pulled, "already_local": len(local),
+                    "registry": pipe.registry, "broken": broken})
+        return 1 if broken else 0
     print(f"sforge: {len(refs)} image(s): {len(refs) - len(local)} pulled, "
           f"{len(local)} already local")
     return 1 if broken else 0
@@ -194,8 +229,10 @@ def add_verify(sub: Subcommands) -> None:
         "registry, so the next build makes it again. sforge's own commands do this\n"
         "before planning; run it before a plain `snakemake` (parsing the Snakefile\n"
         "never touches the disk).",
-        examples=["sforge verify && snakemake grade --cores 2"])
+        examples=["sforge verify && snakemake grade --cores 2",
+                  "sforge verify --json | jq '.dropped | length'"])
     add_task_option(p)
+    add_json_option(p, "the sentinels dropped")
 
 
 def add_build(sub: Subcommands) -> None:
@@ -206,12 +243,14 @@ def add_build(sub: Subcommands) -> None:
         "present under its tag is not rebuilt; exit 0 only if every image is made.\n"
         "Per-image logs: <results>/<bench>/logs/build/.",
         examples=["sforge build -j 2", "sforge build -t knapsack --force",
-                  "sforge build --push --registry localhost:5000/edge"])
+                  "sforge build --push --registry localhost:5000/edge",
+                  "sforge build --json | jq '.failed[].log'"])
     add_task_option(p)
     p.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     p.add_argument("--push", action="store_true",
                    help="push every image the registry lacks (what was built included)")
     add_jobs_options(p)
+    add_json_option(p, "the counts, the failed images with their logs and leak warnings")
 
 
 def add_push(sub: Subcommands) -> None:
@@ -220,8 +259,10 @@ def add_push(sub: Subcommands) -> None:
         sub, "push", cmd_push, "push images under their content tags to the registry",
         "Push base, work and judge images as <registry>/<name>:<tag>; an image the\n"
         "registry already holds is not pushed again. Credentials: `docker login`.",
-        examples=["sforge push --registry localhost:5000/edge"])
+        examples=["sforge push --registry localhost:5000/edge",
+                  "sforge push --json | jq -r '.pushed[]'"])
     add_task_option(p)
+    add_json_option(p, "what was pushed")
 
 
 def add_pull(sub: Subcommands) -> None:
@@ -230,8 +271,10 @@ def add_pull(sub: Subcommands) -> None:
         sub, "pull", cmd_pull, "pull the images the task files hash to",
         "Pull <registry>/<name>:<tag> for every tag the current task files hash to,\n"
         "skipping those present locally, and tag them with their local names.",
-        examples=["sforge pull -t knapsack --registry localhost:5000/edge"])
+        examples=["sforge pull -t knapsack --registry localhost:5000/edge",
+                  "sforge pull --json | jq '.pulled | length'"])
     add_task_option(p)
+    add_json_option(p, "what was pulled")
 
 
 PARSERS: dict[str, AddParser] = {"list": add_list, "plan": add_plan, "verify": add_verify,

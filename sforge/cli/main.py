@@ -28,7 +28,8 @@ benchmark: -b/--benchmark DIR, else $SFORGE_BENCHMARK, else edgebench/.
 results:   --results DIR, else results/ beside the benchmark directory (<benchmark>/../results);
            products go under <results>/<benchmark name>/.
 Plain Snakemake from the repository root makes the same targets: snakemake all|images|grade|report.
---json (list, plan, eval, grade, report, check, clean, doctor, run, runs, agents, import):
+--json (list, plan, verify, build, push, pull, eval, grade, report, check, clean, doctor,
+       run, runs, agents, import, prove):
            one JSON object on stdout, notes on stderr; an error is {"error", "kind", "code"}.
 NO_COLOR set: no colour and no live progress line, plain lines only.
 Shell completion: eval "$(sforge completion bash)" (or zsh).

@@ -17,7 +17,7 @@ from sforge.cli.common import (
     print_json,
 )
 from sforge.cli.runs import make_in_thread, save_spec
-from sforge.core.console import say
+from sforge.core.console import say, warn
 from sforge.core.errors import SforgeError
 from sforge.runs import COMMANDS
 
@@ -48,7 +48,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     specs = proof_specs(pipe, tasks, timeout)
     for task in tasks:
         if task.reference is None:
-            say(f"warning: {task.toml_path}: no [reference]: the oracle proof is skipped")
+            warn(f"{task.toml_path}: no [reference]: the oracle proof is skipped")
     for spec in specs:
         save_spec(pipe.layout.root, spec)
     missing = [t for t in (proof_target(pipe, s) for s in specs) if not t.exists()]

@@ -50,9 +50,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         findings += _repeat_findings(args, config)
     errors = [f for f in findings if f.severity == "error"]
     if args.json:
-        print_json({"findings": [{"file": str(f.file), "line": f.line, "rule": f.rule,
-                                  "message": f.message, "severity": f.severity}
-                                 for f in findings],
+        print_json({"findings": [f.to_dict() for f in findings],
                     "errors": len(errors), "warnings": len(findings) - len(errors)})
         return FAILED if errors else OK
     if findings:

@@ -131,6 +131,24 @@ def test_vanished_image_is_rebuilt(minibench, docker_client):
     docker_client.images.get(tag)
 
 
+def test_verify_and_build_json(minibench, docker_client):
+    """verify and build print one JSON object: what was dropped, the counts, the failures."""
+    first = json.loads(minibench.run("build", "--json", check=True).stdout)
+    assert (first["images"], first["built"], first["up_to_date"], first["failed"]) == \
+        (7, 7, 0, [])
+    tag = json.loads(minibench.sentinels()["judge/beta"].read_text())["tag"]
+    docker_client.images.remove(tag, force=True)
+    dropped = json.loads(minibench.run("verify", "--json", check=True).stdout)["dropped"]
+    assert [p.split("/")[-2:] for p in dropped] == [["beta", tag.split(":")[1] + ".json"]]
+    (minibench.bench / "tasks" / "gamma" / "judge" / "Dockerfile").write_text(
+        "FROM busybox:1.36\nRUN false\n")
+    proc = minibench.run("build", "--json")
+    out = json.loads(proc.stdout)
+    assert proc.returncode == 1 and out["built"] == 1 and out["up_to_date"] == 5
+    assert [(f["kind"], f["name"]) for f in out["failed"]] == [("judge", "gamma")]
+    assert out["failed"][0]["log"].endswith(".log") and "FAILED judge gamma" in proc.stderr
+
+
 def test_force_rebuilds(minibench):
     minibench.run("build", check=True)
     proc = minibench.run("build", "--force", "--task", "gamma", check=True)

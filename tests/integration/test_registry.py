@@ -39,6 +39,19 @@ def test_push_then_pull_on_an_emptied_daemon(minibench, registry, docker_client)
     assert "0 pulled" in summary(minibench.run("--registry", registry, "pull", check=True))
 
 
+def test_push_and_pull_json(minibench, registry, docker_client):
+    minibench.run("build", "-t", "alpha", check=True)
+    pushed = json.loads(minibench.run("--registry", registry, "push", "-t", "alpha", "--json",
+                                      check=True).stdout)
+    assert pushed["images"] == 3 and len(pushed["pushed"]) == 3
+    assert all(r.startswith(f"{registry}/{minibench.name}.") for r in pushed["pushed"])
+    remove_images(docker_client, minibench.name)
+    pulled = json.loads(minibench.run("--registry", registry, "pull", "-t", "alpha", "--json",
+                                      check=True).stdout)
+    assert (pulled["images"], pulled["already_local"]) == (3, 0)
+    assert {p["remote"] for p in pulled["pulled"]} == set(pushed["pushed"])
+
+
 def test_warm_registry_empty_daemon_builds_only_the_edit(minibench, registry, docker_client):
     minibench.run("--registry", registry, "build", "--push", check=True)
     remove_images(docker_client, minibench.name)

@@ -30,8 +30,8 @@ from tests.helpers.cli import sforge
 
 FIXTURE = paths.FIXTURES / "scores_bench"
 # The commands that print data, each with --json.
-JSON_COMMANDS = ("list", "plan", "eval", "grade", "report", "runs", "agents", "doctor", "check",
-                 "clean", "run", "import")
+JSON_COMMANDS = ("list", "plan", "verify", "build", "push", "pull", "eval", "grade", "report",
+                 "runs", "agents", "doctor", "check", "clean", "run", "import", "prove")
 
 
 @pytest.fixture
