@@ -34,7 +34,7 @@ bash scripts/setup_base_images.sh
 
 # 3. Tools for the tests: a real registry, headless Chromium, SLURM
 if [ "${SFORGE_SETUP_TEST_TOOLS:-1}" = 1 ]; then
-  apt_install docker-registry chromium slurm-wlm munge || log "could not install test tools (tests will say so)"
+  apt_install docker-registry chromium slurm-wlm munge zsh || log "could not install test tools (tests will say so)"
 fi
 
 # 4. The project in a virtualenv

@@ -85,6 +85,14 @@ def test_wheel_in_a_fresh_venv_lists_agents_and_makes_a_script_run(tmp_path, doc
     assert agents.returncode == 0, agents.stderr[-3000:]
     listed = {line.split()[0] for line in agents.stdout.splitlines() if line.strip()}
     assert {"claude-code", "codex", "script"} <= listed, agents.stdout
+    # shell completion from the installed wheel: sourced by bash, it completes a command
+    completion = sforge("completion", "bash")
+    assert completion.returncode == 0, completion.stderr
+    probe = subprocess.run(
+        ["bash", "-c", 'source /dev/stdin; COMP_WORDS=(sforge ev); COMP_CWORD=1; '
+                       '_shtab_sforge sforge ev sforge; echo "${COMPREPLY[*]}"'],
+        input=completion.stdout, capture_output=True, text=True)
+    assert probe.stdout.split() == ["eval"], probe.stdout + probe.stderr
 
     name = copy_bench(FIXTURES / "servicebench", tmp_path / "bench")
     script = tmp_path / "a.sh"

@@ -164,9 +164,38 @@ def test_bash_completion_is_sourced_and_completes_commands():
     lines = proc.stdout.splitlines()
     assert lines[0] == "complete -o bashdefault -F _shtab_sforge sforge"
     assert "words: grade" in lines and "options: --archive" in lines
-    zsh = sforge("completion", "zsh")
-    assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef sforge")
     assert sforge("completion", "fish").returncode == 2
+
+
+# An interactive zsh on a pseudo-terminal (zsh/zpty): `sforge ev<Tab>` is typed, then the
+# line, prefixed with `print`, is run: it prints what completion made of it.
+ZSH_PROBE = """zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z 'PS1="> "; fpath=({fpath} $fpath); autoload -U compinit; compinit -u -D; \
+path=({bin} $path); echo READY ${{_comps[sforge]}}'
+zpty -r -m z out '*READY*'
+sleep 0.5
+zpty -n -w z $'sforge ev\\t'
+sleep 2
+zpty -n -w z $'\\C-aprint -r -- LINE: \\n'
+sleep 1
+while zpty -r -t z chunk; do print -rn -- "$chunk"; done
+zpty -d z
+"""
+
+
+def test_zsh_completion_completes_a_command(tmp_path):
+    zsh = shutil.which("zsh")
+    if zsh is None:
+        pytest.fail("zsh missing: apt-get install zsh (scripts/setup.sh does)")
+    script = sforge("completion", "zsh")
+    assert script.returncode == 0 and script.stdout.startswith("#compdef sforge")
+    (tmp_path / "_sforge").write_text(script.stdout)
+    probe = ZSH_PROBE.format(fpath=tmp_path, bin=Path(sys.executable).parent)
+    proc = subprocess.run([zsh, "-f", "-c", probe], capture_output=True, text=True, timeout=60)
+    out = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", proc.stdout)
+    assert "READY _sforge" in out, out  # compinit found the script on fpath
+    assert "LINE: sforge eval\n" in out.replace("\r", ""), out  # `ev` became `eval`
 
 
 def test_help_and_eval_do_not_load_shtab_or_rich():
