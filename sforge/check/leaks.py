@@ -2,7 +2,8 @@
 
 The work image is read as the engine exports it (a container created, never started): no
 file of the task's judge/ (by content, and by name in the workspace), no solution or
-reference file, no `.git` in the workspace with commits beyond HEAD, no benchmark canary.
+reference file, no git repository with anything beyond HEAD (sforge.check.git_leaks), no
+benchmark canary in a file, a git object or an environment variable.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import posixpath
-import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from typing import IO, Any
 
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
+from sforge.check.git_leaks import GitCopy, git_findings
 from sforge.check.image_files import exported
 from sforge.containers.engine import ContainerEngine
 
@@ -31,7 +31,6 @@ COMMON_NAMES = {"Dockerfile", "README", "README.md", "README.txt", "NOTES.md", "
                 "setup.py", "pyproject.toml", "package.json", "conftest.py", "main.py",
                 "run.sh", "config.json", "data.json"}
 SOLUTION_PREFIXES = ("solution", "reference")
-GIT_CAP = 1 << 30  # a workspace .git bigger than this is not copied out to inspect
 _CHUNK = 1 << 20
 
 
@@ -107,22 +106,28 @@ def leak_findings(engine: ContainerEngine, task: Task, work_tag: str, canary: st
                   canary_file: Path, keep: Keep | None = None) -> list[Finding]:
     """Every leak of `task`'s hidden files into its work image `work_tag`; `keep` gets each
     member under cwd with its bytes (one export serves the no-op submission too)."""
+    env = engine.image_env(work_tag)
     with exported(engine, work_tag, task.id) as stream:
-        return scan_image(stream, task, canary, canary_file, keep)
+        return scan_image(stream, task, canary, canary_file, keep, env)
 
 
 def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
-               keep: Keep | None = None) -> list[Finding]:
-    """The leak findings of one exported image (an uncompressed tar stream)."""
+               keep: Keep | None = None, env: list[str] | None = None) -> list[Finding]:
+    """The leak findings of one exported image (an uncompressed tar stream) and of its
+    environment variables `env` ("NAME=value", what every process in it sees)."""
     hidden = hidden_files(task)
     cwd = posixpath.normpath(task.environment.cwd)
     dockerfile = task.dir / "environment" / "Dockerfile"
     needle = canary.encode() if canary else None
     out: list[Finding] = []
-    has_git = False
+    for var in env or ():
+        if needle and needle in var.encode():
+            out.append(Finding(canary_file, None, "integrity-canary",
+                               f"the canary string is in {task.id}'s work image's environment "
+                               f"(ENV {var.partition('=')[0]}): a hidden value leaked into it "
+                               f"(see {dockerfile})"))
     with tempfile.TemporaryDirectory(prefix="sforge-git-") as tmp:
-        git_root = Path(tmp)
-        git_bytes = 0
+        repos = GitCopy(Path(tmp))
         for m, path, tar in _members(stream):
             in_cwd = _under(path, cwd)
             rel = posixpath.relpath(path, cwd) if in_cwd else ""
@@ -136,18 +141,7 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
                         tar: tarfile.TarFile = tar) -> IO[bytes] | None:
                 return io.BytesIO(body) if body is not None else tar.extractfile(m)
 
-            if in_cwd and _under(rel, ".git") and git_bytes <= GIT_CAP:
-                has_git = True
-                if m.isreg():
-                    git_bytes += m.size
-                    dest = git_root / rel
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    src = content()
-                    if src is not None:
-                        with dest.open("wb") as fh_out:
-                            shutil.copyfileobj(src, fh_out)
-                elif m.isdir():
-                    (git_root / rel).mkdir(parents=True, exist_ok=True)
+            if repos.take(m, path, content):
                 continue
             if not m.isreg():
                 continue
@@ -180,38 +174,5 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
                                    f"the canary string is in {task.id}'s work image at "
                                    f"{path}: a hidden file leaked into it (see "
                                    f"{dockerfile})"))
-        if has_git:
-            out += git_findings(git_root / ".git", task, cwd)
+        out += git_findings(repos, task, needle)
     return out
-
-
-def git_findings(git_dir: Path, task: Task, cwd: str) -> list[Finding]:
-    """A workspace .git must hold nothing beyond HEAD: other refs, reflogs and loose or
-    packed commits not reachable from HEAD are later states an agent could check out.
-    Read with this machine's git on a copy, never with the image's."""
-    where = task.dir / "environment" / "Dockerfile"
-    git = shutil.which("git")
-    if git is None:
-        return [Finding(where, None, "integrity-git", f"{cwd}/.git is in the work image and "
-                        "git is not installed here to inspect it", "warning")]
-
-    def run(*args: str) -> list[str]:
-        proc = subprocess.run([git, f"--git-dir={git_dir}", *args], capture_output=True,
-                              text=True, timeout=300,
-                              env={"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(git_dir),
-                                   "PATH": "/usr/bin:/bin"})
-        return proc.stdout.split() if proc.returncode == 0 else []
-
-    head = run("rev-parse", "--verify", "--quiet", "HEAD^{commit}")
-    ahead = run("rev-list", "--all", "--reflog", *(["--not", "HEAD"] if head else []))
-    loose = run("fsck", "--unreachable", "--no-reflogs", "--no-progress")
-    orphans = [loose[i + 2] for i in range(0, len(loose) - 2)
-               if loose[i] == "unreachable" and loose[i + 1] == "commit"]
-    extra = sorted(set(ahead) | set(orphans))
-    if not extra:
-        return []
-    return [Finding(where, None, "integrity-git",
-                    f"{cwd}/.git in the work image holds {len(extra)} commit(s) not reachable "
-                    f"from HEAD (e.g. {extra[0][:12]}): other branches, tags, reflogs or "
-                    "dangling objects can show the solution; ship a fresh repository with "
-                    "only HEAD's history (git clone --single-branch, no reflog)")]

@@ -212,6 +212,10 @@ class MemberFilter:
             raise TooLarge
         if m.isreg() or m.type not in tarfile.SUPPORTED_TYPES:
             self.grow(m.size)  # from the header, before any data is read
+        # A tar reader stops a name or link target at NUL (only a PAX record can carry one):
+        # what lands would not be what was checked.
+        if "\0" in m.name:
+            return self.reject(m.name.replace("\0", "\\x00"), "NUL byte in name")
         path, bad = _normalize(m.name)
         if bad:
             return self.reject(m.name, bad)
@@ -220,6 +224,8 @@ class MemberFilter:
         too_long = _name_problem(path, self.cwd)
         if too_long:
             return self.reject(path, too_long)
+        if (m.issym() or m.islnk()) and "\0" in m.linkname:
+            return self.reject(path, f"NUL byte in link target {_listed(m.linkname)!r}")
         top, _, rest = path.partition("/")
         self.tops.add(top)
         for a in ancestors(path):

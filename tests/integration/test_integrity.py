@@ -19,7 +19,7 @@ import pytest
 
 from sforge.benchmark.loader import load_benchmark
 from sforge.benchmark.model import SubmissionRules
-from sforge.check.leaks import git_findings, scan_image
+from sforge.check.leaks import scan_image
 from sforge.check.probes import probes, workspace_archive
 from sforge.grading.archive import ArchiveError, ArchiveLimits, filter_submission
 from tests.helpers.benches import Sforge, copy_bench, remove_images
@@ -77,8 +77,9 @@ def test_findings_name_the_file_and_what_to_do(fixture_bench):
     assert by_name.startswith(f"{sf.bench}/tasks/t/judge/checker.py: ")
     assert "/home/workspace/t/checker.py" in by_name and by_name.endswith("(warning)")
     assert len(leaks) == 2, out
-    canary = next(line for line in out.splitlines() if "integrity-canary" in line)
-    assert canary.startswith(f"{sf.bench}/benchmark.toml: ")
+    canaries = [line for line in out.splitlines() if "integrity-canary" in line]
+    assert all(line.startswith(f"{sf.bench}/benchmark.toml: ") for line in canaries)
+    assert any("(ENV GRADER_HINT)" in line for line in canaries), out  # the image's config
 
 
 def test_probe_verdicts_are_cached_like_any_eval(fixture_bench):
@@ -121,26 +122,118 @@ def _git(repo: Path, *args: str) -> str:
                            *args], check=True, capture_output=True, text=True).stdout
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
-def test_git_with_commits_beyond_head_is_found(tmp_path):
+def _repo(path: Path, text: str = "start\n") -> Path:
+    """A repository at `path` with one commit of a.txt."""
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    (path / "a.txt").write_text(text)
+    _git(path, "add", "a.txt")
+    _git(path, "commit", "-qm", "start")
+    return path
+
+
+def _image(tmp_path: Path, *trees: tuple[Path, str]) -> io.BytesIO:
+    """An exported image made on the host: each (folder, its path in the image)."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for folder, arcname in trees:
+            tar.add(folder, arcname=arcname)
+    raw.seek(0)
+    return raw
+
+
+def _git_rules(tmp_path: Path, *trees: tuple[Path, str], canary: str | None = None,
+               env: list[str] | None = None) -> list[tuple[str, str, str]]:
     task = load_benchmark(FIXTURES / "clean").tasks["t"]
-    repo = tmp_path / "ws"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "a.txt").write_text("start\n")
-    _git(repo, "add", "a.txt")
-    _git(repo, "commit", "-qm", "start")
-    assert git_findings(repo / ".git", task, "/home/workspace/t") == []
+    found = scan_image(_image(tmp_path, *trees), task, canary, tmp_path / "benchmark.toml",
+                       env=env)
+    return [(f.rule, f.severity, f.message) for f in found]
+
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+@needs_git
+def test_git_with_commits_beyond_head_is_found(tmp_path):
+    repo = _repo(tmp_path / "ws")
+    assert _git_rules(tmp_path, (repo, "home/workspace/t")) == []
     _git(repo, "checkout", "-qb", "solved")
     (repo / "a.txt").write_text("the solution\n")
     _git(repo, "commit", "-qam", "solution")
     _git(repo, "checkout", "-q", "main")
-    found = git_findings(repo / ".git", task, "/home/workspace/t")
-    assert [f.rule for f in found] == ["integrity-git"]
-    assert "1 commit(s) not reachable from HEAD" in found[0].message
+    [(rule, severity, message)] = _git_rules(tmp_path, (repo, "home/workspace/t"))
+    assert (rule, severity) == ("integrity-git", "error")
+    assert "/home/workspace/t/.git in the work image holds 1 commit(s) not reachable from " \
+        "HEAD" in message
     _git(repo, "branch", "-qD", "solved")  # still in the reflog of HEAD
-    assert [f.rule for f in git_findings(repo / ".git", task, "/home/workspace/t")] \
+    assert [r for r, _, _ in _git_rules(tmp_path, (repo, "home/workspace/t"))] \
         == ["integrity-git"]
+
+
+@needs_git
+def test_every_repository_of_the_image_is_read(tmp_path):
+    """A repository below cwd is an error like cwd's own; one elsewhere in the image (the
+    agent can read it too) a warning; a bare one (`x.git`) counts."""
+    sub = _repo(tmp_path / "sub")
+    _git(sub, "branch", "v2-final")
+    _git(sub, "commit", "-q", "--allow-empty", "-m", "later")
+    _git(sub, "reset", "-q", "--hard", "HEAD~1")
+    out = _repo(tmp_path / "out")
+    _git(out, "checkout", "-qb", "solution")
+    _git(out, "commit", "-q", "--allow-empty", "-m", "the answer")
+    _git(out, "checkout", "-q", "main")
+    bare = tmp_path / "store.git"
+    _git(tmp_path, "clone", "-q", "--bare", str(out), str(bare))
+    found = _git_rules(tmp_path, (sub, "home/workspace/t/project"), (out, "opt/src"),
+                       (bare, "srv/store.git"))
+    assert [(r, s, m.split(" in the work image")[0]) for r, s, m in found] == [
+        ("integrity-git", "error", "/home/workspace/t/project/.git"),
+        ("integrity-git", "warning", "/opt/src/.git"),
+        ("integrity-git", "warning", "/srv/store.git")]
+
+
+@needs_git
+def test_dangling_objects_alternates_and_unreadable_repositories(tmp_path):
+    """A dangling blob is something to cat; an alternate object store is followed to the
+    image's copy; a repository git cannot read is an error, never \"no commits\"."""
+    ws = _repo(tmp_path / "ws")
+    blob = subprocess.run(["git", "-C", str(ws), "hash-object", "-w", "--stdin"],
+                          input="the answer is 4242\n", capture_output=True, text=True,
+                          check=True).stdout.strip()
+    [(rule, severity, message)] = _git_rules(tmp_path, (ws, "home/workspace/t"))
+    assert (rule, severity) == ("integrity-git", "error")
+    assert "0 commit(s) not reachable from HEAD and 1 other unreachable object(s)" in message
+    assert blob  # git gc --prune=now would drop it
+    store = _repo(tmp_path / "store")
+    _git(store, "branch", "solution")
+    _git(store, "commit", "-q", "--allow-empty", "-m", "the solution")
+    _git(store, "reset", "-q", "--hard", "HEAD~1")
+    alt = tmp_path / "alt"
+    _git(tmp_path, "clone", "-q", "--shared", str(store), str(alt))
+    (alt / ".git" / "objects" / "info" / "alternates").write_text("/opt/store/.git/objects\n")
+    found = _git_rules(tmp_path, (alt, "home/workspace/t"), (store, "opt/store"))
+    assert [(r, s) for r, s, _ in found] == [("integrity-git", "error"),
+                                            ("integrity-git", "warning")], found
+    assert "not reachable from HEAD" in found[0][2]  # read through the alternate
+    broken = _repo(tmp_path / "broken")
+    shutil.rmtree(broken / ".git" / "objects")
+    (broken / ".git" / "objects").mkdir()
+    [(rule, severity, message)] = _git_rules(tmp_path, (broken, "home/workspace/t"))
+    assert (rule, severity) == ("integrity-git", "error")
+    assert "git cannot read" in message and "cannot be checked" in message
+
+
+@needs_git
+def test_the_canary_in_a_git_object_or_the_environment_is_found(tmp_path):
+    canary = "sforge-canary-5f1d8e2a-integrity"
+    ws = _repo(tmp_path / "ws", f"expected output {canary}\n")
+    (ws / "a.txt").write_text("a stub\n")
+    _git(ws, "commit", "-qam", "stub")  # the canary lives on only compressed in a git object
+    found = _git_rules(tmp_path, (ws, "home/workspace/t"), canary=canary,
+                       env=["PATH=/usr/bin", f"HINT={canary} is 42"])
+    assert sorted((r, s) for r, s, _ in found) == [("integrity-canary", "error")] * 2, found
+    assert any("ENV HINT" in m for _, _, m in found)
+    assert any("git object of /home/workspace/t/.git" in m for _, _, m in found)
 
 
 def test_probes_are_the_same_bytes_each_time_and_the_huge_one_is_refused(tmp_path):

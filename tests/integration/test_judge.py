@@ -346,6 +346,28 @@ def test_extraction_conflict_with_the_image_is_a_verdict(client, judges, make_ar
     assert "not a directory" in r.reason
 
 
+@docker_test
+def test_nul_bytes_in_names_and_link_targets_reach_nothing(client, judges, tmp_path) -> None:
+    """A tar reader cuts a PAX name or link target at NUL: `tests\\0` would land over the
+    excluded protected `tests/`, `solution.txt -> tests/check.txt\\0/../../src` as a link to
+    the protected file. Both are rejected; the judge sees its own tests/check.txt."""
+    task, tag = judges["inspect"]
+    task = with_rules(task, paths=(".",), exclude=("tests",))
+    link, over = sym("solution.txt", ""), sym("", "src")
+    link[0].linkname = link[0].pax_headers["linkpath"] = "tests/check.txt\0/../../src"
+    over[0].name = over[0].pax_headers["path"] = "tests\0"
+    path = tmp_path / "nul.tar.gz"
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in (d("src"), reg("src/check.txt", b"hacked"), link, over):
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    r = run_judge(DockerEngine(client), tag, task, path)
+    assert r.valid and r.summary == "original", (r.summary, r.details)
+    assert "solution.txt" not in r.details
+    assert {x.path: x.reason for x in r.rejected} == {
+        "solution.txt": "NUL byte in link target 'tests/check.txt\\x00/../../src'",
+        "tests\\x00": "NUL byte in name"}
+
+
 FORGE_ROUTES = {
     # the image's own planted file, plus every route the archive filter already drops
     "baked into the image, or rejected by the filter": [

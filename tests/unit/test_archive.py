@@ -200,6 +200,47 @@ def test_symlink_target_must_lie_in_submission_paths(tmp_path: Path) -> None:
     assert "outside the [submission] paths" in got["src/up"]
 
 
+def pax(info_and_data: tuple, path: str | None = None, linkpath: str | None = None) -> tuple:
+    """A member whose PAX records carry `path`/`linkpath` as given (a NUL byte included)."""
+    info, data = info_and_data
+    if path is not None:
+        info.name, info.pax_headers = path, {**info.pax_headers, "path": path}
+    if linkpath is not None:
+        info.linkname, info.pax_headers = linkpath, {**info.pax_headers, "linkpath": linkpath}
+    return info, data
+
+
+def nul_tar(tmp_path: Path, *entries: tuple) -> FilteredArchive:
+    return filter_submission(make_tar(tmp_path / "sub.tar.gz", *entries, fmt=tarfile.PAX_FORMAT),
+                             EVERYTHING, ArchiveLimits())
+
+
+def test_nul_in_a_link_target_is_rejected(tmp_path: Path) -> None:
+    """A tar reader stops a target at NUL: `x\\0/../../work` would land as `x` and point where
+    the filter never looked (the expected answers beside the judge)."""
+    rules = SubmissionRules(paths=("answer.txt", "work"))
+    path = make_tar(tmp_path / "sub.tar.gz", d("work"),
+                    pax(sym("answer.txt", ""), linkpath="tests/expected.txt\0/../../work"),
+                    pax(hard("h", ""), linkpath="work\0x"), fmt=tarfile.PAX_FORMAT)
+    filtered = filter_submission(path, rules, ArchiveLimits())
+    assert filtered.members == ["work"]
+    got = reasons(filtered)
+    assert got["answer.txt"] == "NUL byte in link target 'tests/expected.txt\\x00/../../work'"
+    assert "h" not in filtered.members and "answer.txt" not in contents(filtered)
+
+
+def test_nul_in_a_member_name_is_rejected(tmp_path: Path) -> None:
+    """`tests\\0` would pass an exclude of `tests` and land as `tests`; `a\\0junk` would land
+    over `a` while the listing names two members."""
+    filtered = nul_tar(tmp_path, reg("answer.txt", b"41"), pax(reg("", b"42"), "answer.txt\0junk"),
+                       pax(sym("", "fake"), "tests\0"), pax(reg("", b"x"), "..\0"))
+    assert filtered.members == ["answer.txt"]
+    assert contents(filtered)["answer.txt"][2] == b"41"
+    got = reasons(filtered)
+    assert got["answer.txt\\x00junk"] == "NUL byte in name"
+    assert got["tests\\x00"] == got["..\\x00"] == "NUL byte in name"
+
+
 def test_later_member_overrides_symlink_and_vice_versa(tmp_path: Path) -> None:
     filtered = run(tmp_path, sym("a", "b"), reg("a", b"file wins"), reg("c", b"old"),
                    sym("c", "a"), reg("d", b"v1"), reg("d", b"v2"))
