@@ -23,6 +23,7 @@ from sforge.benchmark.dockerfile import (
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
 from sforge.check.toml_positions import locate
+from sforge.grading.selection import Selection
 
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _PYTHON = re.compile(r"^python[0-9.]*$")
@@ -125,6 +126,11 @@ def judge_risks(task: Task) -> list[Finding]:
         task.judge.cmd)]
     grader += [(dest, f"{dest}, copied from judge/ at judge/{dockerfile.name}:{line}")
                for dest, line, dockerfile in _grader_copies(task)]
+    # a file in cwd that [submission] exclude keeps out of every archive cannot be replaced
+    selection = Selection(task.submission)
+    grader = [(where, what) for where, what in grader
+              if not (where.startswith(cwd.rstrip("/") + "/")
+                      and selection.reason(posixpath.relpath(where, cwd)))]
     for raw in task.submission.paths:
         full = _norm(posixpath.join(cwd, raw.strip()))
         on_path = [d for d in PATH_DIRS if _overlap(full, d)]

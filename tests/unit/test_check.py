@@ -206,3 +206,25 @@ def test_judge_cmd_risks(cmd: str, risky: bool) -> None:
     from sforge.check.judge_safety import _cmd_risks
 
     assert bool(_cmd_risks(cmd)) is risky, _cmd_risks(cmd)
+
+
+@pytest.mark.parametrize(("exclude", "warned"), [([], True), (["tests"], False),
+                                                 (["*.txt"], False), (["other"], True)])
+def test_an_excluded_grader_file_is_no_overlay(tmp_path: Path, exclude: list, warned: bool):
+    """A judge file copied into cwd that `[submission] exclude` keeps out of every archive
+    cannot be replaced by one: no judge-overlay warning (the rule is the judge's own)."""
+    from sforge.benchmark.loader import load_benchmark
+    from sforge.check.judge_safety import judge_risks
+
+    root = tmp_path / "b"
+    shutil.copytree(FIXTURES / "judge-overlay", root)
+    (root / "expected.toml").unlink()
+    toml = root / "tasks" / "t" / "task.toml"
+    toml.write_text(toml.read_text().replace('cwd = "/"', 'cwd = "/home/workspace/t"').replace(
+        'paths = ["."]', f'paths = ["."]\nexclude = {exclude!r}'.replace("'", '"')))
+    (root / "tasks" / "t" / "judge" / "Dockerfile").write_text(
+        "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY judge/grade.py /judge/\n"
+        "COPY judge/grade.py /home/workspace/t/tests/expected.txt\n")
+    task = load_benchmark(root).tasks["t"]
+    rules = [f.rule for f in judge_risks(task)]
+    assert rules == (["judge-overlay"] if warned else []), judge_risks(task)
