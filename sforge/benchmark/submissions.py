@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from sforge.benchmark.hashing import FolderHashCache, HashCache
+from sforge.core.errors import SforgeError
 from sforge.core.fileio import atomic_write_json, create_temp, loads_json, read_bytes
 from sforge.core.forking import fork_map
 
@@ -21,6 +23,16 @@ log = logging.getLogger(__name__)
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 SIDECAR_FIELDS = ("submitted_at", "elapsed_s", "agent", "model", "filename")
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def check_source(source: str) -> str:
+    """A source names one folder of the store (and a row of the tables): never a path, never
+    hidden, never empty, so an archive lands where grade and the report read."""
+    if not SOURCE_NAME.fullmatch(source):
+        raise SforgeError(f"source {source!r}: use letters, digits, '_', '.', '-' (at most 255, "
+                          "starting with a letter or digit)")
+    return source
 
 
 @dataclass(frozen=True)
@@ -230,7 +242,7 @@ def store_archive(store: Path, source: str, task: str, src: IO[bytes],
     import os
 
 
-    folder = store / source / task
+    folder = store / check_source(source) / task
     folder.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
     fd, tmp = create_temp(folder, prefix=".incoming.")

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
+from sforge.benchmark.submissions import check_source
 from sforge.core.config import RESULTS_HELP
 from sforge.core.errors import SforgeError, UsageError
 
@@ -91,6 +92,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value}: expected 1 or more")
     return value
+
+
+def source_name(text: str) -> str:
+    """An argparse type: a source, as the store takes it (`--source ../x` is a usage error)."""
+    try:
+        return check_source(text)
+    except SforgeError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_float(text: str) -> float:

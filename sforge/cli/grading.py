@@ -19,6 +19,7 @@ from sforge.cli.common import (
     positive_float,
     print_json,
     report_broken,
+    source_name,
 )
 from sforge.cli.exits import FAILED, OK
 from sforge.core.console import say
@@ -170,7 +171,9 @@ def add_eval(sub: Subcommands) -> None:
                    help="the submission archive, or - for standard input (a file's "
                    "name is kept for the report)")
     add_json_option(p, "the result (verdict, score, rescaled, summary, key, log)")
-    p.add_argument("--source", default="manual", help="who submitted it (default: manual)")
+    p.add_argument("--source", default="manual", type=source_name,
+                   help="who submitted it: a name of letters, digits, '_', '.', '-' "
+                        "(default: manual)")
     p.add_argument("--timeout", type=positive_float, metavar="S",
                    help="judge wall clock in seconds, above 0 (default: [judge] timeout_sec); "
                         "an experiment: graded under its own key, the archive kept under "

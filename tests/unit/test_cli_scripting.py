@@ -97,6 +97,22 @@ def test_usage_input_codes_and_json_errors(bench, tmp_path):
         in proc.stderr
 
 
+@pytest.mark.parametrize("source", ["../../x", "", "a/b", ".hidden", "-x", "x" * 256])
+def test_eval_refuses_a_source_that_is_no_folder_name(bench, tmp_path, source):
+    """--source names a folder under the submissions store: a path, an empty or a dotted name
+    would store the archive outside it, or where grade and report never look."""
+    res = tmp_path / "res"
+    archive = tmp_path / "a.tar"
+    archive.write_bytes(b"")
+    proc = sforge("eval", "-t", "max_task", "-a", str(archive), f"--source={source}", "--json",
+                  "-b", str(bench), "--results", str(res))
+    assert proc.returncode == 2, proc.stderr
+    assert json.loads(proc.stdout)["kind"] == "usage"
+    assert "--source" in proc.stderr and "letters, digits" in proc.stderr
+    assert not res.exists() or not [p for p in res.rglob("*") if p.is_file()
+                                     and ".cache" not in p.parts]
+
+
 def test_a_yaml_syntax_error_in_config_is_one_line(bench, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("jobs: 1\narchive_limits: {max_members: 3\nresults: x\n")
