@@ -208,11 +208,15 @@ def test_judge_cmd_risks(cmd: str, risky: bool) -> None:
     assert bool(_cmd_risks(cmd)) is risky, _cmd_risks(cmd)
 
 
-@pytest.mark.parametrize(("exclude", "warned"), [([], True), (["tests"], False),
-                                                 (["*.txt"], False), (["other"], True)])
+@pytest.mark.parametrize(("exclude", "warned"), [
+    ([], True), (["tests"], False), (["other"], True),
+    # the file itself excluded: a member `tests` (a link to mine/, or a plain file) still
+    # lands and replaces the folder the judge reads it from
+    (["*.txt"], True), (["tests/expected.txt"], True), (["tests/*.txt"], True)])
 def test_an_excluded_grader_file_is_no_overlay(tmp_path: Path, exclude: list, warned: bool):
-    """A judge file copied into cwd that `[submission] exclude` keeps out of every archive
-    cannot be replaced by one: no judge-overlay warning (the rule is the judge's own)."""
+    """A judge file copied into cwd whose top folder `[submission] exclude` keeps out of every
+    archive cannot be replaced by one: no judge-overlay warning (the rule is the judge's
+    own); excluding the file alone leaves its folder open to a link or a file."""
     from sforge.benchmark.loader import load_benchmark
     from sforge.check.judge_safety import judge_risks
 
