@@ -89,10 +89,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     ok = make_report(pipe, execution_from(args), again=args.regrade)
     board = pipe.layout.leaderboard
     if args.json:
-        import csv  # function-level: start-up time (`sforge --help` loads this module)
+        from sforge.scores.tables import leaderboard_records  # function-level: start-up
 
-        rows = list(csv.DictReader(board.open(newline=""))) if board.exists() else []
-        print_json({"ok": ok, "broken_tasks": broken, "leaderboard": rows,
+        rows = leaderboard_records(board) if board.exists() else []
+        print_json({"ok": ok and not broken, "broken_tasks": broken, "leaderboard": rows,
                     "leaderboard_csv": str(board), "report": str(pipe.layout.report)})
     elif board.exists():
         print(leaderboard_text(board))

@@ -15,6 +15,7 @@ from sforge.cli.common import (
     config_from,
     pipeline_from,
     print_json,
+    report_broken,
 )
 from sforge.cli.runs import make_in_thread, save_spec
 from sforge.core.console import say, warn
@@ -28,8 +29,8 @@ script in cwd, or its archive unpacked into cwd) and submits, and must get full 
 Each is a Snakemake target, results/<bench>/runs/<agent>-<hash>/<task>/0/run.json, whose
 hash covers the task's work and judge images, its judge settings, score table and
 reference, the agent and the grading contract: an unchanged task is not proven again.
-Exit 1 when a task fails a proof (the report marks it on the task table and page); a task
-without [reference] gets the nop proof only, with a warning.
+Exit 1 when a task fails a proof (the report marks it on the task table and page) or does
+not load; a task without [reference] gets the nop proof only, with a warning.
 """
 
 
@@ -43,6 +44,7 @@ def cmd_prove(args: argparse.Namespace) -> int:
     config = config_from(args)
     config.pop("run", None)  # each proof run's settings come from its spec.json
     pipe = pipeline_from(config)
+    broken = report_broken(pipe)
     tasks = pipe.tasks(args.task)
     timeout = float(args.timeout or config.get("run_timeout_s", 3600))
     specs = proof_specs(pipe, tasks, timeout)
@@ -73,14 +75,15 @@ def cmd_prove(args: argparse.Namespace) -> int:
             rows.append({"task": task.id, "agent": agent, "ok": proof.ok, "run": proof.run,
                          "why": proof.why})
     if args.json:
-        print_json({"proofs": rows})
+        print_json({"ok": not (failed or broken or len(rows) < len(specs)), "proofs": rows,
+                    "broken_tasks": broken})
     else:
         from tabulate import tabulate  # function-level: buys start-up time
 
         print(tabulate(rows, headers="keys", tablefmt="simple") if rows else "(no proofs)")
     if not ok:
         raise SforgeError("some proof runs could not be made (see above)")
-    return 1 if failed or len(rows) < len(specs) else 0
+    return 1 if failed or broken or len(rows) < len(specs) else 0
 
 
 def add_prove(sub: Subcommands) -> None:

@@ -11,6 +11,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -184,5 +185,12 @@ def read_budgets(path: Path) -> pd.DataFrame:
 def read_leaderboard(path: Path) -> pd.DataFrame:
     """leaderboard.csv (its category columns vary with the benchmark)."""
     return read_table(path, {**LEADERBOARD_HEAD, **LEADERBOARD_TAIL})
+
+
+def leaderboard_records(path: Path) -> list[dict[str, Any]]:
+    """leaderboard.csv's rows as JSON takes them: numbers as numbers, an empty field null."""
+    frame = read_leaderboard(path).astype(object)
+    return [{k: (None if v is None or v != v else v) for k, v in row.items()}
+            for row in frame.where(frame.notna(), None).to_dict(orient="records")]
 
 

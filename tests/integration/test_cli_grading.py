@@ -106,5 +106,7 @@ def test_eval_exits_1_on_an_invalid_verdict(minibench, tmp_path):
     report = json.loads(minibench.run("report", "--json", check=True).stdout)
     assert report["ok"] and report["report"].endswith("report.html")
     assert [row["source"] for row in report["leaderboard"]] == ["manual"], report
+    assert type(report["leaderboard"][0]["score"]) is float, report  # numbers, not text
+    assert type(report["leaderboard"][0]["rank"]) is int, report
     clean = json.loads(minibench.run("clean", "--json", check=True).stdout)
     assert clean["removed"] is False and clean["bytes"] == sum(i["size"] for i in clean["items"])

@@ -113,6 +113,40 @@ def test_eval_refuses_a_source_that_is_no_folder_name(bench, tmp_path, source):
                                      and ".cache" not in p.parts]
 
 
+def test_prove_and_report_fail_on_a_task_that_does_not_load(tmp_path):
+    """A task.toml that does not load is a failure for prove as for every command that reads
+    the benchmark: exit 1, the task named on stderr, counted in the JSON."""
+    root = tmp_path / "bench"
+    (root / "tasks" / "broken").mkdir(parents=True)
+    (root / "benchmark.toml").write_text('name = "b"\n')
+    (root / "tasks" / "broken" / "task.toml").write_text("id = [\n")
+    res = str(tmp_path / "res")
+    for command in ("prove", "report"):
+        proc = sforge(command, "--json", "-b", str(root), "--results", res)
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert "broken" in proc.stderr, (command, proc.stderr)
+        out = json.loads(proc.stdout)
+        assert out["broken_tasks"] == 1, (command, out)
+        assert out.get("ok", False) is False, (command, out)
+
+
+def test_the_leaderboards_json_keeps_its_types(tmp_path):
+    """report --json gives numbers as numbers (a script compares them), an empty field as null,
+    and a source that looks like a number stays its text."""
+    from sforge.scores.tables import leaderboard_records
+
+    board = tmp_path / "leaderboard.csv"
+    board.write_text("rank,source,agent,model,score,cat_a,tasks_valid,tasks\n"
+                     "1,007,,m,75.5,80.0,2,3\n2,b,a,,0.0,,0,3\n")
+    rows = leaderboard_records(board)
+    assert json.loads(json.dumps(rows)) == rows  # plain JSON types
+    assert rows == [
+        {"rank": 1, "source": "007", "agent": None, "model": "m", "score": 75.5, "cat_a": 80.0,
+         "tasks_valid": 2, "tasks": 3},
+        {"rank": 2, "source": "b", "agent": "a", "model": None, "score": 0.0, "cat_a": None,
+         "tasks_valid": 0, "tasks": 3}]
+
+
 def test_a_yaml_syntax_error_in_config_is_one_line(bench, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("jobs: 1\narchive_limits: {max_members: 3\nresults: x\n")
