@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 from sforge.benchmark.submissions import check_source
 from sforge.core.config import RESULTS_HELP
 from sforge.core.errors import SforgeError, UsageError
+from sforge.core.units import parse_memory
 
 if TYPE_CHECKING:
     from sforge.commands.execution import Execution
@@ -94,6 +96,38 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number of 0 or more (a budget)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a whole number of 0 or more") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: expected 0 or more")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type: a finite number of 0 or more (a cooldown in seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of 0 or more") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text}: expected a finite number of 0 or more")
+    return value
+
+
+def memory_size(text: str) -> str:
+    """An argparse type: a Docker memory size (`4g`, `512m`), checked as the engine reads it."""
+    try:
+        parse_memory(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def source_name(text: str) -> str:
     """An argparse type: a source, as the store takes it (`--source ../x` is a usage error)."""
     try:
@@ -104,8 +138,6 @@ def source_name(text: str) -> str:
 
 def positive_float(text: str) -> float:
     """An argparse type: a finite number above 0 (seconds: `--timeout 0` is a usage error)."""
-    import math
-
     try:
         value = float(text)
     except ValueError:

@@ -19,6 +19,9 @@ from sforge.cli.common import (
     add_json_option,
     config_from,
     execution_from,
+    memory_size,
+    non_negative_float,
+    non_negative_int,
     pipeline_from,
     positive_float,
     positive_int,
@@ -306,8 +309,10 @@ def add_run(sub: Subcommands) -> None:
                    "`sforge report` pools them per agent and model: mean with a 95%% "
                    "interval, best-of-K and pass@k (leaderboard_repeats.csv)")
     add_jobs_options(p)
-    p.add_argument("--cpus", type=float, help="work container CPUs (default: the task's)")
-    p.add_argument("--memory", help="work container memory, e.g. 4g (default: the task's)")
+    p.add_argument("--cpus", type=positive_float,
+                   help="work container CPUs (default: the task's)")
+    p.add_argument("--memory", type=memory_size,
+                   help="work container memory, e.g. 4g (default: the task's)")
     net = p.add_mutually_exclusive_group()
     net.add_argument("--internet", dest="internet", action="store_true", default=None,
                      help="give the work container the internet")
@@ -319,10 +324,12 @@ def add_run(sub: Subcommands) -> None:
     p.add_argument("--max-tokens", type=int, metavar="N", help="stop a run at N model tokens")
     p.add_argument("--max-cost", type=float, metavar="USD",
                    help="stop a run at this model cost (prices in agents/<name>/agent.toml)")
-    p.add_argument("--max-resumes", type=int, metavar="N",
+    p.add_argument("--max-resumes", type=non_negative_int, metavar="N",
                    help="restart an agent that exits early at most N times (default: agent's)")
-    p.add_argument("--budget", type=int, metavar="N", help="submissions allowed per run")
-    p.add_argument("--cooldown", type=float, metavar="S", help="seconds between submissions")
+    p.add_argument("--budget", type=non_negative_int, metavar="N",
+                   help="submissions allowed per run")
+    p.add_argument("--cooldown", type=non_negative_float, metavar="S",
+                   help="seconds between submissions")
     p.add_argument("--script", metavar="FILE", help="the script agent's /bin/sh script")
     p.add_argument("--model-api", metavar="URL",
                    help="send the agent's model calls to this API instead of its own, "

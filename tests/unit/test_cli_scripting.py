@@ -171,6 +171,24 @@ def test_a_missing_script_is_one_usage_line(tmp_path):
     assert not (tmp_path / "res").exists() or not list((tmp_path / "res").rglob("spec.json"))
 
 
+@pytest.mark.parametrize("args", [("--memory", "lots"), ("--memory", "0"), ("--cpus", "0"),
+                                  ("--cpus", "nan"), ("--budget", "-1"), ("--cooldown", "-2"),
+                                  ("--timeout", "0")])
+def test_run_refuses_bad_limits_before_anything_starts(tmp_path, args):
+    """A bad resource value is a usage error (exit 2) found by the parser: the run id is not
+    spent (no spec.json), so the corrected command can use it."""
+    edge = str(paths.REPO / "edgebench")
+    res = tmp_path / "res"
+    script = tmp_path / "s.sh"
+    script.write_text("#!/bin/sh\n")
+    proc = sforge("run", "-a", "script", "--script", str(script), "-t", "knapsack", "--run-id",
+                  "m1", *args, "--json", "-b", edge, "--results", str(res))
+    assert proc.returncode == 2, proc.stderr
+    assert json.loads(proc.stdout)["kind"] == "usage"
+    assert args[0] in proc.stderr and "Traceback" not in proc.stderr
+    assert not list(res.rglob("spec.json")) if res.exists() else True
+
+
 # --json ---------------------------------------------------------------------------------
 def test_every_data_command_has_json_and_every_command_examples():
     parsers = subparsers()
