@@ -231,18 +231,27 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if given is not None:
             check_run_id(given)
     pipe = pipeline_from(config_from(args))
+    for given in (args.cancel, args.run):
+        if given is not None:
+            _existing_run(pipe, given)
     if args.cancel:
         return _cancel(pipe, args.cancel, args)
     return _print_runs(pipe, args.run, args)
 
 
+def _existing_run(pipe: Pipeline, run_id: str) -> Path:
+    """A run's folder; a run id that names none is an input error (a typo lists nothing)."""
+    folder = pipe.layout.runs / run_id
+    if not folder.is_dir():
+        raise SforgeError(f"no run {run_id} under {pipe.layout.root / 'runs'}")
+    return folder
+
+
 def _cancel(pipe: Pipeline, run_id: str, args: argparse.Namespace) -> int:
     """Ask a run's jobs to stop: they grade the final workspace and record run.json with
     stopped_by=cancelled (so it is not redone)."""
-    folders = [f for f in sorted((pipe.layout.runs / run_id).glob("*/*"))
+    folders = [f for f in sorted(_existing_run(pipe, run_id).glob("*/*"))
                if f.is_dir() and not (f / "run.json").exists()]
-    if not (pipe.layout.runs / run_id).is_dir():
-        raise SforgeError(f"no run {run_id} under {pipe.layout.root / 'runs'}")
     for folder in folders:
         atomic_write_json(folder / "cancel", {"at": now_iso("auto")})
     if args.json:

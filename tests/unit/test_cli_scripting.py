@@ -189,6 +189,16 @@ def test_run_refuses_bad_limits_before_anything_starts(tmp_path, args):
     assert not list(res.rglob("spec.json")) if res.exists() else True
 
 
+def test_runs_of_an_unknown_run_is_an_input_error(tmp_path):
+    """`sforge runs --run X` for a run that does not exist exits 3, as --cancel X does: a typo
+    is not an empty table."""
+    edge = str(paths.REPO / "edgebench")
+    for args in (("--run", "nosuch"), ("--cancel", "nosuch")):
+        proc = sforge("runs", *args, "--json", "-b", edge, "--results", str(tmp_path / "r"))
+        assert proc.returncode == 3, (args, proc.stdout, proc.stderr)
+        assert json.loads(proc.stdout)["error"].startswith("no run nosuch under ")
+
+
 # --json ---------------------------------------------------------------------------------
 def test_every_data_command_has_json_and_every_command_examples():
     parsers = subparsers()
