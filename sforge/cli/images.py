@@ -214,6 +214,10 @@ def add_plan(sub: Subcommands) -> None:
     """`sforge plan`'s parser."""
     p = add_command(sub, "plan", cmd_plan,
                     "show what a build would make and why; builds nothing",
+                    "Show what a build would make and why, and how many results grading\n"
+                    "would make; builds nothing. With the Docker daemon unreachable the plan\n"
+                    "reads the sentinels alone (an image deleted since is not seen): its last\n"
+                    "line says so, --json has presence_known false, and the exit code is 0.",
                     examples=["sforge plan", "sforge plan -t knapsack --force",
                               "sforge plan --json | jq '.build'   # images to build"])
     add_task_option(p)

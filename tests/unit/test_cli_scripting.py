@@ -199,6 +199,22 @@ def test_runs_of_an_unknown_run_is_an_input_error(tmp_path):
         assert json.loads(proc.stdout)["error"].startswith("no run nosuch under ")
 
 
+def test_plan_with_the_daemon_down_says_presence_is_unknown(tmp_path):
+    """plan works from the sentinels when the daemon is unreachable, and says that it did."""
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path / 'no.sock'}"}
+    edge = str(paths.REPO / "edgebench")
+    proc = subprocess.run([sys.executable, "-m", "sforge", "plan", "--json", "-b", edge,
+                           "--results", str(tmp_path / "r")], capture_output=True, text=True,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["presence_known"] is False and out["build"] == out["images"] == 11, out
+    text = subprocess.run([sys.executable, "-m", "sforge", "plan", "-b", edge, "--results",
+                           str(tmp_path / "r")], capture_output=True, text=True, env=env)
+    assert text.stdout.strip().splitlines()[-1].endswith(
+        "Docker daemon unreachable, so image presence is unknown"), text.stdout
+
+
 # --json ---------------------------------------------------------------------------------
 def test_every_data_command_has_json_and_every_command_examples():
     parsers = subparsers()
