@@ -303,7 +303,8 @@ def cmd_agents(args: argparse.Namespace) -> int:
 def add_run(sub: Subcommands) -> None:
     """`sforge run`'s parser."""
     p = add_command(sub, "run", cmd_run, COMMANDS["run"], RUN_HELP, examples=[
-        "sforge run -a script --script players/reference.sh -t number_guess",
+        "sforge run -a script -t number_guess "
+        "--script edgebench/tasks/number_guess/players/reference.sh",
         "sforge run -a claude-code -t knapsack -t semver_ranges --repeat 3 -j 2",
         "sforge run -a codex -t knapsack --model-api http://127.0.0.1:8000/v1 --json"])
     p.add_argument("--task", "-t", action="append", metavar="ID", help="task id (repeatable)")
