@@ -24,6 +24,7 @@ from sforge.cli.common import (
 if TYPE_CHECKING:
     from sforge.benchmark.images import ImageRef
     from sforge.check.findings import Finding
+    from sforge.plan.pipeline import Pipeline
 
 
 # list ---------------------------------------------------------------------------------
@@ -115,6 +116,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if broken else 0
 
 
+def _build_log(pipe: Pipeline, ref: ImageRef) -> str | None:
+    """A failed image's build log; None where no build ran (refused, a failed dependency)."""
+    log = pipe.layout.build_log(ref.kind, ref.name, ref.digest)
+    return str(log) if log.exists() else None
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     """Build the images; a failed one is listed with the tail of its build log."""
     from sforge.commands.images import build_images  # function-level: buys start-up time
@@ -144,8 +151,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         print_json({"images": len(refs), "built": len(made) - out.reused,
                     "already_present": out.reused, "up_to_date": len(refs) - len(out.todo),
                     "failed": [{"kind": r.kind, "name": r.name, "tag": r.tag,
-                                "log": str(pipe.layout.build_log(r.kind, r.name, r.digest))}
-                               for r in out.failed],
+                                "log": _build_log(pipe, r)} for r in out.failed],
                     "pushed": out.pushed if args.push else None, "broken": broken,
                     "warnings": [f.to_dict() for f in leaks]})
         return code

@@ -163,4 +163,5 @@ def _run_cli(job: Run) -> bool:
             "--directory", str(results), "--profile", str(profile),
             "--configfile", str(configfile), "--keep-going",
             *(["--nocolor"] if no_color() else []), *job.targets]
-    return subprocess.run(args, cwd=WORKFLOW_DIR).returncode == 0
+    # sforge's stdout holds what the command prints (one JSON object under --json)
+    return subprocess.run(args, cwd=WORKFLOW_DIR, stdout=sys.stderr).returncode == 0

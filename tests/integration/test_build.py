@@ -147,6 +147,10 @@ def test_verify_and_build_json(minibench, docker_client):
     assert proc.returncode == 1 and out["built"] == 1 and out["up_to_date"] == 5
     assert [(f["kind"], f["name"]) for f in out["failed"]] == [("judge", "gamma")]
     assert out["failed"][0]["log"].endswith(".log") and "FAILED judge gamma" in proc.stderr
+    (minibench.bench / "tasks" / "gamma" / "judge" / "Dockerfile").write_text(
+        "FROM busybox:1.36\nRUN <<EOT\ntrue\nEOT\n")  # refused: no build runs, no log
+    refused = json.loads(minibench.run("build", "--json").stdout)["failed"]
+    assert [(f["kind"], f["name"], f["log"]) for f in refused] == [("judge", "gamma", None)]
 
 
 def test_force_rebuilds(minibench):
