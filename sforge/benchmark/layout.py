@@ -88,8 +88,9 @@ class Layout:
 
     @property
     def experiments(self) -> Path:
-        """Archives graded with overridden settings (`sforge eval --timeout`): kept for
-        their results, never among the submissions the leaderboard grades."""
+        """Archives graded outside the leaderboard (`sforge eval --timeout`, the archives
+        `sforge check --integrity` grades): kept for their results, never among the
+        submissions the leaderboard grades."""
         return self.root / "experiments"
 
     # sforge check ----------------------------------------------------------

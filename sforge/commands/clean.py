@@ -4,9 +4,11 @@ Every product is named by a content hash, so an edit leaves the old one behind i
 overwriting it: images under old tags, their sentinels and build logs, eval results under
 keys that no archive or judge setting asks for now. "Referenced" is decided by the same
 Pipeline that plans builds and grading, so clean can never remove what a build or a grade
-would use. The same holds for experiments (`sforge eval --timeout`): their archives stay,
-and so do their results and logs while the task's current judge and settings, with the
-timeout the result records, give their key (the same eval again would find them). A claim
+would use. The same holds for experiments (every archive under experiments/: `sforge eval
+--timeout`, the probes, no-op and references of `sforge check --integrity`): their archives
+stay, and so do their results and logs while the task's current judge and settings, as
+loaded or with the timeout the result records, give their key (the same eval again would
+find them). A claim
 stays while its holder may still finish, and history/ is never touched. A task that fails
 to load is left alone entirely: its current hashes are unknown, so nothing of it can be
 shown to be unreferenced.
@@ -27,7 +29,6 @@ from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.core.fileio import loads_json, read_bytes
 from sforge.grading.claims import read_claim, stale_reason
 from sforge.grading.contract import judged_task
-from sforge.grading.results import eval_key
 from sforge.plan.pipeline import Pipeline
 
 KEY = re.compile(r"^([0-9a-f]{20})(?:\.|$)")
@@ -77,35 +78,40 @@ def _unreferenced_image(pipe, current, broken, kind: str, name: str, digest: str
     return None
 
 
-def _experiment_key(pipe: Pipeline, task_id: str, shas: set[str], path: Path) -> str | None:
+def _experiment_key(pipe: Pipeline, task_id: str, archives: dict[str, Path],
+                    path: Path) -> str | None:
     """The key of the result file `path` when it is the result of an experiment archive
-    (sha256 in `shas`) that `sforge eval --timeout` would find now: the task's current judge
-    and settings with the timeout the result records; else None."""
+    (`archives`: by sha256) that grading it again would find now: the key
+    `Pipeline.eval_target` gives it under the task's current judge and settings, as loaded
+    (`sforge check --integrity`) or with the timeout the result records (`sforge eval
+    --timeout`); else None."""
     try:
         data = loads_json(read_bytes(path), bulk=True)
-        settings = data["judge_settings"]
-        sha, timeout = data["submission"], settings["timeout_sec"]
-        if sha not in shas or isinstance(timeout, bool):
+        sha, timeout = data["submission"], data["judge_settings"]["timeout_sec"]
+        archive = archives.get(sha) if isinstance(sha, str) else None
+        if archive is None:
             return None
-        task = judged_task(pipe.bench.tasks[task_id], timeout)
+        tasks = [pipe.bench.tasks[task_id]]
+        if not isinstance(timeout, bool):
+            tasks.append(judged_task(tasks[0], timeout))
     except (OSError, ValueError, TypeError, KeyError, RecursionError, SforgeError):
         return None
-    key = eval_key(pipe.refs[task_id]["judge"].tag, sha, task.judge_settings(),
-                   limits=pipe.key_limits)
-    return key if key == path.stem else None
+    keys = {pipe.eval_target(task_id, sha, archive, task).key for task in tasks}
+    return path.stem if path.stem in keys else None
 
 
 def _experiment_keys(pipe: Pipeline, broken: set[str]) -> set[str]:
-    """The keys of the experiments' results that are still referenced (`_experiment_key`)."""
+    """The keys of the results of every archive under experiments/ (whoever stored it
+    there) that are still referenced (`_experiment_key`)."""
     lay = pipe.layout
-    shas: dict[str, set[str]] = {}
+    archives: dict[str, dict[str, Path]] = {}
     for path in lay.experiments.glob("*/*/*"):
         task, name = path.parent.name, split_archive_name(path.name)
         if task in pipe.bench.tasks and task not in broken and name and SHA256.match(name):
-            shas.setdefault(task, set()).add(name)
+            archives.setdefault(task, {})[name] = path
     keys = set(pipe.evals)
     out = set()
-    for task, found in shas.items():
+    for task, found in archives.items():
         for path in lay.eval_dir(task).glob("*.json"):
             if path.stem not in keys and KEY.match(path.name):
                 key = _experiment_key(pipe, task, found, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from sforge.grading.contract import judged_task
 from sforge.grading.results import (
     EvalResult,
     load_result,
-    retire,
+    regrading,
     set_aside,  # (sforge.scores imports pandas)
 )
 from sforge.plan.pipeline import EvalTarget, Pipeline
@@ -94,13 +95,12 @@ class EvalOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-def regrade(pipe: Pipeline, ids: list[str] | None) -> int:
-    """Set the stored results of the tasks `ids` aside into history/, so they are graded
-    again (a grader that is not deterministic, an image rebuilt under the same tag); the
-    tables then use the new verdicts. → how many were set aside."""
-    if not ids:
-        return 0
-    return sum(retire(p) is not None for p in sorted({p for _, p in pipe.records(ids)}))
+def regrade(pipe: Pipeline, ids: list[str] | None) -> AbstractContextManager[int]:
+    """For a block: the stored results of the tasks `ids` set aside into history/, so they
+    are graded again (a grader that is not deterministic, an image rebuilt under the same
+    tag); the tables then use the new verdicts. One that is not graded anew in the block
+    (the daemon down, a judge that fails to start) is put back (see `regrading`)."""
+    return regrading(sorted({p for _, p in pipe.records(ids)}) if ids else [])
 
 
 def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
@@ -132,13 +132,12 @@ def eval_archive(pipe: Pipeline, task_id: str, archive: str, source: str,
     pipe.archive_hashes.note(sub.path, sub.sha256)  # hashed while stored: not read again to hash
     target = pipe.eval_target(task.id, sub.sha256, sub.path, task)
     out = pipe.eval_path(target)
-    if force:
-        retire(out)
-    stored = load_result(out)  # an unreadable one is set aside and graded again
-    if stored is not None:
-        return EvalOutcome(target, stored, out, already=True)
-    ensure_judge(pipe, task.id, ex)
-    return EvalOutcome(target, grade(pipe, target), out)
+    with regrading([out] if force else []):  # kept unless a new verdict replaces it
+        stored = load_result(out)  # an unreadable one is set aside and graded again
+        if stored is not None:
+            return EvalOutcome(target, stored, out, already=True)
+        ensure_judge(pipe, task.id, ex)
+        return EvalOutcome(target, grade(pipe, target), out)
 
 
 @dataclass
@@ -168,35 +167,35 @@ def grade_pending(pipe: Pipeline, ids: list[str] | None, ex: Execution,
                   again: list[str] | None = None) -> GradeOutcome:
     """Grade what has no result (or an unreadable one); `again` names tasks whose results
     are graded anew."""
-    regrade(pipe, again)
-    return grade_missing(pipe, ids, ex, "grade")
+    with regrade(pipe, again):
+        return grade_missing(pipe, ids, ex, "grade")
 
 
 def make_report(pipe: Pipeline, ex: Execution, again: list[str] | None = None) -> bool:
     """Grade what is pending (and the tasks `again` anew), then make the tables and
     report.html; True when all made."""
-    regrade(pipe, again)
-    # Only the tasks whose folders changed since the last report are looked at (their
-    # fingerprints are taken before anything is read); only what is missing is graded.
-    prints = task_fingerprints(pipe)
-    stale = stale_tasks(pipe, prints)
-    read: dict[str, tuple[Any, ...]] = {}
-    if stale:
-        out = grade_missing(pipe, stale, ex, "report")
-        if out.failed:
-            say(f"{out.failed} result(s) could not be graded; tables not updated")
-            return False
-        if out.missing:
-            prints.update(task_fingerprints(pipe, stale))
-        else:
-            # What was read stands for the tables only where the task's fingerprint was
-            # taken before it: a task fingerprinted again later (too fresh now) is read
-            # again, or a change in between would be stored as seen.
-            at = RESULT_FIELDS.index("task")
-            later = {t for t, fp in prints.items() if fp is None}
-            read = {p: f for p, f in out.read.items() if f[at] not in later}
-    update_products(pipe, prints, read)
-    return True
+    with regrade(pipe, again):
+        # Only the tasks whose folders changed since the last report are looked at (their
+        # fingerprints are taken before anything is read); only what is missing is graded.
+        prints = task_fingerprints(pipe)
+        stale = stale_tasks(pipe, prints)
+        read: dict[str, tuple[Any, ...]] = {}
+        if stale:
+            out = grade_missing(pipe, stale, ex, "report")
+            if out.failed:
+                say(f"{out.failed} result(s) could not be graded; tables not updated")
+                return False
+            if out.missing:
+                prints.update(task_fingerprints(pipe, stale))
+            else:
+                # What was read stands for the tables only where the task's fingerprint was
+                # taken before it: a task fingerprinted again later (too fresh now) is read
+                # again, or a change in between would be stored as seen.
+                at = RESULT_FIELDS.index("task")
+                later = {t for t, fp in prints.items() if fp is None}
+                read = {p: f for p, f in out.read.items() if f[at] not in later}
+        update_products(pipe, prints, read)
+        return True
 
 
 def grade_missing(pipe: Pipeline, ids: list[str] | None, ex: Execution,

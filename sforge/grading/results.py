@@ -11,7 +11,8 @@ valid, printable record.
 
 A result file is only ever replaced atomically; the one it replaces, and any result file that
 cannot be read back, goes to evals/<task>/history/ (with a warning) so nothing is lost and
-the unreadable one is graded again.
+the unreadable one is graded again. A result graded again on purpose (`regrading`) stays the
+current one unless a new verdict replaces it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,6 +288,42 @@ def retire(path: Path, why: str = "regraded") -> Path | None:
     if log_file.exists():
         os.replace(log_file, dest.with_suffix(".log"))
     return dest
+
+
+@contextmanager
+def regrading(paths: Iterable[Path], why: str = "regraded") -> Iterator[int]:
+    """Retire the stored results `paths` (see `retire`) for the block, so they are graded
+    again; → yields how many were retired. Leaving the block, however it is left, puts each
+    one that no new result replaced back in place, with its log: an infrastructure failure
+    (no daemon, a judge that does not start, Ctrl-C) leaves the earlier result the current
+    one, and a new result is never overwritten."""
+    moved = [(Path(p), dest) for p in paths if (dest := retire(Path(p), why)) is not None]
+    try:
+        yield len(moved)
+    finally:
+        for path, dest in moved:
+            _restore(path, dest)
+
+
+def _restore(path: Path, dest: Path) -> None:
+    """Move the retired result `dest` back to `path` (and its log) unless a result is there."""
+    try:
+        os.link(dest, path)  # never replaces a result written meanwhile
+    except FileNotFoundError:
+        return
+    except FileExistsError:
+        return
+    except OSError:  # no hard links here (some shared filesystems)
+        if path.exists():
+            return
+        os.replace(dest, path)
+    else:
+        dest.unlink()
+    old_log, log_file = dest.with_suffix(".log"), path.with_suffix(".log")
+    if old_log.exists():
+        if log_file.exists():  # the failed attempt's log is kept in history/ beside it
+            os.replace(log_file, history_path(path, "failed").with_suffix(".log"))
+        os.replace(old_log, log_file)
 
 
 def set_aside(path: Path, problem: str) -> Path | None:

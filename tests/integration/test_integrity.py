@@ -93,6 +93,28 @@ def test_probe_verdicts_are_cached_like_any_eval(fixture_bench):
     assert {p: p.stat().st_mtime_ns for p in folder.glob("*.json")} == before
 
 
+def test_clean_keeps_the_integrity_cache(fixture_bench):
+    """The probes, no-op and reference graded by `check --integrity` are experiments: `clean
+    --yes` removes none of their archives, results or logs, and the next check grades nothing."""
+    sf = fixture_bench("clean")
+    sf.run("check", "--integrity", check=True)
+    root = sf.results / sf.name
+    kept = [*(root / "evals" / "t").iterdir(), *(root / "experiments").rglob("*")]
+
+    def state() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in kept if p.is_file()}
+
+    before = state()
+    assert len([p for p in before if p.suffix == ".json" and p.parent.name == "t"]) >= 7
+    listed = sf.run("clean", check=True).stdout
+    assert "evals" not in listed and "experiments" not in listed, listed
+    sf.run("clean", "--yes", check=True)
+    assert state() == before
+    sf.run("check", "--integrity", check=True)  # each result read back, none written
+    results = {p: m for p, m in before.items() if p.parent == root / "evals" / "t"}
+    assert {p: p.stat().st_mtime_ns for p in (root / "evals" / "t").iterdir()} == results
+
+
 def test_build_warns_about_leaks_without_failing(fixture_bench):
     sf = fixture_bench("leaky")
     proc = sf.run("build")

@@ -92,3 +92,23 @@ def test_check_repeat_flags_a_grader_whose_verdicts_differ(minibench):
     assert "3 runs of the judge on ref.tar disagree" in flagged[0]
     assert "gamma: 3 runs agree (valid 7.0)" in proc.stdout
     assert not (minibench.results / minibench.name / "evals").exists()  # nothing stored
+
+
+def test_regrade_with_the_daemon_down_keeps_the_stored_result(minibench, tmp_path):
+    """An infrastructure failure decides nothing: `grade --regrade` and `eval --force` that
+    cannot reach a judge leave the stored result (and its log) the current one."""
+    sub = _answer(minibench.bench / "submissions" / "team" / "gamma" / "run1.tar")
+    minibench.run("grade", "-t", "gamma", check=True)
+    [result] = (minibench.results / minibench.name / "evals" / "gamma").glob("*.json")
+    stored = {p: p.read_bytes() for p in (result, result.with_suffix(".log"))}
+    down = {"DOCKER_HOST": "unix:///nonexistent.sock"}
+    for args in (("grade", "-t", "gamma", "--regrade", "gamma"),
+                 ("eval", "-t", "gamma", "-a", str(sub), "--force")):
+        proc = minibench.run(*args, env=down)
+        assert proc.returncode == 4 and "Docker daemon" in proc.stderr, proc.stderr
+        assert {p: p.read_bytes() for p in stored} == stored, args
+        assert not _history(minibench, "gamma"), args
+        assert "0 graded" in minibench.run("grade", "-t", "gamma", check=True).stdout, args
+    # with the daemon up, a regrade still sets the old result aside into history/
+    minibench.run("grade", "-t", "gamma", "--regrade", "gamma", check=True)
+    assert len(_history(minibench, "gamma")) == 1 and result.is_file()

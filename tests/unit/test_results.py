@@ -103,3 +103,23 @@ def test_eval_keyer_makes_eval_keys_byte_for_byte():
             assert eval_keyer(tag, settings, limits=limits)(sha) == \
                 eval_key(tag, sha, settings, limits=limits) == \
                 hashlib.sha256(whole.encode()).hexdigest()[:20]
+
+
+def test_regrading_puts_back_only_what_no_new_verdict_replaced(tmp_path: Path) -> None:
+    """A result graded again on purpose stays the current one (with its log) unless a new
+    verdict replaced it; a new one is never overwritten, the old then stays in history/."""
+    kept, replaced = tmp_path / "evals" / "t" / "a.json", tmp_path / "evals" / "t" / "b.json"
+    for path in (kept, replaced):
+        make(score=1.0).write(path)
+        path.with_suffix(".log").write_text("old log\n")
+    with pytest.raises(RuntimeError), results.regrading([kept, replaced]) as count:
+        assert count == 2 and not kept.exists() and not replaced.exists()
+        kept.with_suffix(".log").write_text("failed attempt\n")
+        make(score=2.0).write(replaced)
+        raise RuntimeError("the daemon went away")
+    assert stored(kept)["score"] == 1.0 and kept.with_suffix(".log").read_text() == "old log\n"
+    assert stored(replaced)["score"] == 2.0
+    history = kept.parent / "history"
+    assert sorted(p.name.split(".")[0] + p.suffix for p in history.iterdir()) == \
+        ["a.log", "b.json", "b.log"]
+    assert "failed attempt" in next(history.glob("a.*.failed.log")).read_text()
