@@ -268,14 +268,13 @@ zpty z zsh -f -i
 zpty -w z 'PS1="> "; fpath=({fpath} $fpath); autoload -U compinit; compinit -u -D; \
 path=({bin} $path); echo READY ${{_comps[sforge]}}'
 zpty -r -m z out '*READY*'
-sleep 0.5
+print -rn -- "$out"
 zpty -n -w z $'sforge ev\\t'
-sleep 2
 zpty -n -w z $'\\C-aprint -r -- LINE: \\n'
-sleep 1
-while zpty -r -t z chunk; do print -rn -- "$chunk"; done
+zpty -r -m z out '*LINE: *LINE: *'$'\\n'
+print -rn -- "$out"
 zpty -d z
-"""
+"""  # each read waits for what it needs (no sleeps); the test's timeout bounds a wait
 
 
 def test_zsh_completion_completes_a_command(tmp_path):
@@ -286,7 +285,11 @@ def test_zsh_completion_completes_a_command(tmp_path):
     assert script.returncode == 0 and script.stdout.startswith("#compdef sforge")
     (tmp_path / "_sforge").write_text(script.stdout)
     probe = ZSH_PROBE.format(fpath=tmp_path, bin=Path(sys.executable).parent)
-    proc = subprocess.run([zsh, "-f", "-c", probe], capture_output=True, text=True, timeout=60)
+    try:
+        proc = subprocess.run([zsh, "-f", "-c", probe], capture_output=True, text=True,
+                              timeout=60)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"zsh never printed the completed line: {exc.stdout!r}")
     out = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", proc.stdout)
     assert "READY _sforge" in out, out  # compinit found the script on fpath
     assert "LINE: sforge eval\n" in out.replace("\r", ""), out  # `ev` became `eval`
