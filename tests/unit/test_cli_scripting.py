@@ -267,14 +267,15 @@ ZSH_PROBE = """zmodload zsh/zpty
 zpty z zsh -f -i
 zpty -w z 'PS1="> "; fpath=({fpath} $fpath); autoload -U compinit; compinit -u -D; \
 path=({bin} $path); echo READY ${{_comps[sforge]}}'
-zpty -r -m z out '*READY*'
+zpty -r -m z out '*READY _*'
 print -rn -- "$out"
 zpty -n -w z $'sforge ev\\t'
-zpty -n -w z $'\\C-aprint -r -- LINE: \\n'
-zpty -r -m z out '*LINE: *LINE: *'$'\\n'
+zpty -n -w z $'\\C-aprint -r -- LINE: \\C-e; print END$((6*7))\\n'
+zpty -r -m z out '*END42*'
 print -rn -- "$out"
 zpty -d z
-"""  # each read waits for what it needs (no sleeps); the test's timeout bounds a wait
+"""  # each read waits for output the typed line's echo cannot hold (READY _, END42): no
+# sleeps; the test's timeout bounds a wait
 
 
 def test_zsh_completion_completes_a_command(tmp_path):
