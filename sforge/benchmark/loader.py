@@ -256,10 +256,16 @@ def tasks_dir_warnings(root: Path) -> list[str]:
     return []
 
 
-def _benchmark_toml(root: Path) -> dict[str, Any]:
+def require_benchmark_dir(root: Path) -> None:
+    """A benchmark directory that does not exist is a DefinitionError, the same for every
+    command (`sforge check` too: it names no benchmark whose rules could be checked)."""
     if not root.is_dir():
         raise DefinitionError(root, None, "benchmark directory not found (set -b/--benchmark "
                               "or SFORGE_BENCHMARK)")
+
+
+def _benchmark_toml(root: Path) -> dict[str, Any]:
+    require_benchmark_dir(root)
     path = root / "benchmark.toml"
     data = _read_toml(path, None)
     _schema_error(path, data, "benchmark.schema.yaml", None)

@@ -18,7 +18,7 @@ from sforge.benchmark.dockerfile import (
     parse_dockerfile,
 )
 from sforge.benchmark.house_rules import HouseRules
-from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.loader import load_benchmark, require_benchmark_dir
 from sforge.benchmark.model import Task
 from sforge.check.context import CheckContext, check_copy, has_glob, is_dockerfile, walk_files
 from sforge.check.findings import Finding
@@ -216,15 +216,19 @@ def rescale_missing(task: Task) -> list[Finding]:
                     "lower = 0.0, upper = 1.0 } (docs/rescale.md)", "warning")]
 
 
-def check_benchmark(root: Path) -> list[Finding]:
-    """Every rule violation in the benchmark at `root`, sorted by file and line."""
+def check_benchmark(root: Path, ids: list[str] | None = None) -> list[Finding]:
+    """Every rule violation in the benchmark at `root`, sorted by file and line. A missing
+    benchmark directory, or an id of `ids` that names no task, is an SforgeError as for
+    every command, never an empty list of findings: what was not checked is not clean."""
     root = Path(root)
     findings: list[Finding] = []
     add = findings.append
+    require_benchmark_dir(root)
     try:
         bench = load_benchmark(root)
     except DefinitionError as exc:
         return [_definition_finding(exc, root)]
+    bench.require(ids)
     for err in bench.errors:
         add(_definition_finding(err, root))
     for task in bench.tasks.values():
