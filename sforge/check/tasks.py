@@ -114,8 +114,8 @@ def _read_task_toml(task_dir: Path) -> tuple[dict[str, Any] | None, dict[str, in
     try:
         text = path.read_text()
         return tomllib.loads(text), toml_lines(text)
-    except (OSError, tomllib.TOMLDecodeError):
-        return None, {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None, {}  # the loader's error is the finding (file, line, what is wrong)
 
 
 def _check_instruction(task_dir: Path, add) -> None:
@@ -199,7 +199,8 @@ def _check_task(task_dir: Path, rules: HouseRules, git: _Git, add) -> None:
 
 def _definition_finding(exc: Exception, root: Path) -> Finding:
     if isinstance(exc, DefinitionError):
-        return Finding(exc.path, locate(exc.path, exc.field), "definition",
+        line = exc.line if exc.line is not None else locate(exc.path, exc.field)
+        return Finding(exc.path, line, "definition",
                        (f"[{exc.field}] " if exc.field else "") + exc.message)
     return Finding(root, None, "definition", str(exc))
 

@@ -15,6 +15,7 @@ from tests.helpers import paths
 from tests.helpers.cli import sforge
 
 FIXTURE = paths.REPO / "docs" / "first-task"  # one task, reverse_lines; checks clean
+NOT_UTF8 = b'id = "reverse_lines"\nname = "caf\xe9"\n'  # Latin-1: 0xe9 on line 2
 
 
 @pytest.fixture
@@ -55,3 +56,66 @@ def test_check_repeat_must_be_positive(bench):
     proc = sforge("check", "--repeat", "0", "-b", str(bench))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "sforge: error: check: argument --repeat: 0: expected 1 or more" in proc.stderr
+
+
+def test_a_task_toml_that_is_not_utf8_is_a_finding_and_a_broken_task(bench):
+    toml = bench / "tasks" / "reverse_lines" / "task.toml"
+    toml.write_bytes(NOT_UTF8)
+    proc = sforge("check", "--json", "-b", str(bench))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    findings = json.loads(proc.stdout)["findings"]
+    bad = [f for f in findings if f["file"] == str(toml)]
+    assert len(bad) == 1 and bad[0]["rule"] == "definition", findings
+    assert "not UTF-8 text" in bad[0]["message"] and bad[0]["line"] == 2, bad
+    proc = sforge("list", "--json", "-b", str(bench))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    listed = json.loads(proc.stdout)
+    assert "reverse_lines" not in [t["id"] for t in listed["tasks"]]
+    assert any(str(toml) in e and "not UTF-8 text" in e for e in listed["errors"]), listed
+
+
+def test_a_benchmark_toml_that_is_not_utf8(bench):
+    toml = bench / "benchmark.toml"
+    toml.write_bytes(b'name = "caf\xe9"\n')
+    proc = sforge("check", "--json", "-b", str(bench))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    [finding] = json.loads(proc.stdout)["findings"]
+    assert finding["file"] == str(toml) and "not UTF-8 text" in finding["message"]
+    assert finding["line"] == 1
+    err = one_line_error(sforge("list", "-b", str(bench)), 3)
+    assert str(toml) in err and "not UTF-8 text" in err
+
+
+def test_a_toml_syntax_error_has_its_line_in_the_finding(bench):
+    toml = bench / "tasks" / "reverse_lines" / "task.toml"
+    toml.write_text('id = "reverse_lines"\nname = = 1\n')
+    proc = sforge("check", "--json", "-b", str(bench))
+    [finding] = [f for f in json.loads(proc.stdout)["findings"] if f["file"] == str(toml)]
+    assert "(at line 2, column 8)" in finding["message"] and finding["line"] == 2, finding
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(bench, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_bytes(b"jobs: 1\nresults: caf\xe9\n")
+    err = one_line_error(sforge("list", "--config", str(config), "-b", str(bench)), 3)
+    assert err.startswith(f"sforge: error: {config}: ") and "not UTF-8 text" in err
+    proc = sforge("list", "--json", "--config", str(config), "-b", str(bench))
+    assert json.loads(proc.stdout)["code"] == 3
+
+
+def test_a_results_root_that_is_a_file_is_one_line(bench, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    err = one_line_error(sforge("list", "--results", str(afile), "-b", str(bench)), 3)
+    assert str(afile) in err and "not a directory" in err
+    err = one_line_error(sforge("plan", "--results", str(afile / "deeper"), "-b", str(bench)),
+                         3)
+    assert str(afile) in err and "not a directory" in err
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_port_out_of_range(bench, port):
+    proc = sforge("serve", "--port", port, "-b", str(bench))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "sforge: error: serve: argument --port: " in proc.stderr
+    assert "expected a port number, 0 to 65535" in proc.stderr
