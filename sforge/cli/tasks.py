@@ -149,8 +149,8 @@ def add_check(sub: Subcommands) -> None:
                    help="with the built images (built first when missing), prove grading "
                         "cannot be fooled: no judge/solution file, later .git commit or "
                         "canary in the work image; the no-op submission scores the floor; "
-                        "[reference] scores full marks; cheat probes are graded as the "
-                        "judge decides (README: Integrity)")
+                        "[reference] scores full marks (none: a warning); cheat probes are "
+                        "graded as the judge decides (README: Integrity)")
     add_task_option(p)
     add_jobs_options(p)
     add_json_option(p, "the findings (file, line, rule, message, severity) and counts")
