@@ -28,7 +28,8 @@ from sforge.benchmark.model import (
 )
 from sforge.core import validated
 from sforge.core.config import PACKAGE_DIR
-from sforge.core.errors import DefinitionError
+from sforge.core.errors import DefinitionError, NotUtf8
+from sforge.core.fileio import read_utf8
 from sforge.core.units import parse_memory
 
 if TYPE_CHECKING:
@@ -88,12 +89,24 @@ def _schema_error(path: Path, data: dict[str, Any], schema: str, task: str | Non
 
 def _read_toml(path: Path, task: str | None) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(read_utf8(path))
     except FileNotFoundError:
         raise DefinitionError(path, None, "file not found", task) from None
+    except NotUtf8 as exc:
+        raise DefinitionError(path, None, exc.reason, task, line=exc.line) from None
     except tomllib.TOMLDecodeError as exc:
-        raise DefinitionError(path, None, f"not valid TOML: {exc}", task) from None
+        raise DefinitionError(path, None, f"not valid TOML: {exc}", task,
+                              line=_toml_error_line(exc)) from None
+
+
+def _toml_error_line(exc: tomllib.TOMLDecodeError) -> int | None:
+    """The line of a TOML syntax error: its `lineno` (Python 3.14+), else the "(at line N,
+    column M)" its message ends with; None at the end of the document."""
+    line = getattr(exc, "lineno", None)
+    if isinstance(line, int):
+        return line
+    m = re.search(r"\(at line (\d+), column \d+\)$", str(exc))
+    return int(m.group(1)) if m else None
 
 
 def _check_memory(path: Path, field: str, value: str | None, task: str) -> None:
@@ -256,10 +269,16 @@ def tasks_dir_warnings(root: Path) -> list[str]:
     return []
 
 
-def _benchmark_toml(root: Path) -> dict[str, Any]:
+def require_benchmark_dir(root: Path) -> None:
+    """A benchmark directory that does not exist is a DefinitionError, the same for every
+    command (`sforge check` too: it names no benchmark whose rules could be checked)."""
     if not root.is_dir():
         raise DefinitionError(root, None, "benchmark directory not found (set -b/--benchmark "
                               "or SFORGE_BENCHMARK)")
+
+
+def _benchmark_toml(root: Path) -> dict[str, Any]:
+    require_benchmark_dir(root)
     path = root / "benchmark.toml"
     data = _read_toml(path, None)
     _schema_error(path, data, "benchmark.schema.yaml", None)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sforge.benchmark.house_rules import HouseRules
+from sforge.core.errors import SforgeError
 
 
 @dataclass(frozen=True)
@@ -147,3 +148,15 @@ class Benchmark:
         if not ids:
             return list(self.tasks.values())
         return [self.tasks[i] for i in ids if i in self.tasks]
+
+    def require(self, ids: list[str] | None) -> list[Task]:
+        """The tasks of `ids` (every task when none is given). An id that names no task
+        directory, loaded or broken, is an SforgeError: a typo never selects nothing. A
+        broken task is left out, as in `select`; its error is in `errors`."""
+        if ids:
+            broken = {getattr(e, "task", None) for e in self.errors}
+            missing = [i for i in ids if i not in self.tasks and i not in broken]
+            if missing:
+                raise SforgeError(f"unknown task(s): {', '.join(missing)} "
+                                  f"(see `sforge list -b {self.root}`)")
+        return self.select(ids)

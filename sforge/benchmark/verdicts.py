@@ -39,3 +39,10 @@ def at_least(task: Task, score: float | None, other: float | None) -> bool:
     if score is None or other is None:
         return False
     return score >= other if task.score.direction == "maximize" else score <= other
+
+
+def oracle_skipped(task: Task) -> str | None:
+    """Why the oracle proof of `task` (its [reference] at full marks) cannot be made: it has
+    no [reference]. One decision and one message for `sforge prove` and `sforge check
+    --integrity`; None when the task has a reference."""
+    return None if task.reference is not None else "no [reference]: the oracle proof is skipped"

@@ -18,7 +18,13 @@ from pathlib import Path
 from sforge.benchmark.images import ImageRef
 from sforge.benchmark.model import Task
 from sforge.benchmark.submissions import store_archive
-from sforge.benchmark.verdicts import above_floor, at_least, full_marks, rescaled
+from sforge.benchmark.verdicts import (
+    above_floor,
+    at_least,
+    full_marks,
+    oracle_skipped,
+    rescaled,
+)
 from sforge.build.solution import make_reference
 from sforge.check.findings import Finding
 from sforge.check.leaks import Keep, leak_findings
@@ -173,6 +179,8 @@ def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
         found.append(Finding(task.toml_path, locate(task.toml_path, "reference"),
                              "integrity-reference", f"no reference archive: {exc}"))
         data = None
+    if skipped := oracle_skipped(task):  # not checked is not proven: say so, as prove does
+        found.append(Finding(task.toml_path, None, "integrity-reference", skipped, "warning"))
     if data is not None:
         reference, more = check_reference(pipe, task, data, repeat)
         found += more

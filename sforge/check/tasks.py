@@ -18,7 +18,7 @@ from sforge.benchmark.dockerfile import (
     parse_dockerfile,
 )
 from sforge.benchmark.house_rules import HouseRules
-from sforge.benchmark.loader import load_benchmark
+from sforge.benchmark.loader import load_benchmark, require_benchmark_dir
 from sforge.benchmark.model import Task
 from sforge.check.context import CheckContext, check_copy, has_glob, is_dockerfile, walk_files
 from sforge.check.findings import Finding
@@ -114,8 +114,8 @@ def _read_task_toml(task_dir: Path) -> tuple[dict[str, Any] | None, dict[str, in
     try:
         text = path.read_text()
         return tomllib.loads(text), toml_lines(text)
-    except (OSError, tomllib.TOMLDecodeError):
-        return None, {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None, {}  # the loader's error is the finding (file, line, what is wrong)
 
 
 def _check_instruction(task_dir: Path, add) -> None:
@@ -199,7 +199,8 @@ def _check_task(task_dir: Path, rules: HouseRules, git: _Git, add) -> None:
 
 def _definition_finding(exc: Exception, root: Path) -> Finding:
     if isinstance(exc, DefinitionError):
-        return Finding(exc.path, locate(exc.path, exc.field), "definition",
+        line = exc.line if exc.line is not None else locate(exc.path, exc.field)
+        return Finding(exc.path, line, "definition",
                        (f"[{exc.field}] " if exc.field else "") + exc.message)
     return Finding(root, None, "definition", str(exc))
 
@@ -216,15 +217,19 @@ def rescale_missing(task: Task) -> list[Finding]:
                     "lower = 0.0, upper = 1.0 } (docs/rescale.md)", "warning")]
 
 
-def check_benchmark(root: Path) -> list[Finding]:
-    """Every rule violation in the benchmark at `root`, sorted by file and line."""
+def check_benchmark(root: Path, ids: list[str] | None = None) -> list[Finding]:
+    """Every rule violation in the benchmark at `root`, sorted by file and line. A missing
+    benchmark directory, or an id of `ids` that names no task, is an SforgeError as for
+    every command, never an empty list of findings: what was not checked is not clean."""
     root = Path(root)
     findings: list[Finding] = []
     add = findings.append
+    require_benchmark_dir(root)
     try:
         bench = load_benchmark(root)
     except DefinitionError as exc:
         return [_definition_finding(exc, root)]
+    bench.require(ids)
     for err in bench.errors:
         add(_definition_finding(err, root))
     for task in bench.tasks.values():

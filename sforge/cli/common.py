@@ -136,6 +136,17 @@ def source_name(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: the system picks a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a port number, 0 to 65535")
+    return value
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a finite number above 0 (seconds: `--timeout 0` is a usage error)."""
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from sforge.benchmark.verdicts import oracle_skipped
 from sforge.cli.common import (
     AddParser,
     Subcommands,
@@ -49,8 +50,8 @@ def cmd_prove(args: argparse.Namespace) -> int:
     timeout = float(args.timeout or config.get("run_timeout_s", 3600))
     specs = proof_specs(pipe, tasks, timeout)
     for task in tasks:
-        if task.reference is None:
-            warn(f"{task.toml_path}: no [reference]: the oracle proof is skipped")
+        if skipped := oracle_skipped(task):
+            warn(f"{task.toml_path}: {skipped}")
     for spec in specs:
         save_spec(pipe.layout.root, spec)
     missing = [t for t in (proof_target(pipe, s) for s in specs) if not t.exists()]

@@ -16,6 +16,7 @@ from sforge.cli.common import (
     config_from,
     execution_from,
     pipeline_from,
+    port_number,
     print_json,
     report_broken,
 )
@@ -69,7 +70,7 @@ def add_serve(sub: Subcommands) -> None:
                   "sforge serve --port 0 --socket /tmp/sforge.sock --max-concurrent 4"])
     p.add_argument("--host", metavar="ADDR",
                    help="TCP address to bind (default 127.0.0.1: loopback only)")
-    p.add_argument("--port", type=int, metavar="N",
+    p.add_argument("--port", type=port_number, metavar="N",
                    help="TCP port (default 8765; 0 picks a free one; with only --socket, "
                         "no TCP)")
     p.add_argument("--socket", metavar="PATH",

@@ -19,6 +19,7 @@ from sforge.cli.common import (
     config_from,
     execution_from,
     pipeline_from,
+    positive_int,
     print_json,
 )
 from sforge.cli.exits import FAILED, OK
@@ -38,7 +39,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     config = config_from(args)
     for message in tasks_dir_warnings(Path(config["benchmark"])):
         warn(message)
-    findings = check_benchmark(Path(config["benchmark"]))
+    findings = check_benchmark(Path(config["benchmark"]), args.task)
     if args.integrity:
         from sforge.check.integrity import check_integrity  # function-level: start-up time
 
@@ -141,15 +142,15 @@ def add_check(sub: Subcommands) -> None:
                   "sforge check --integrity -j 2",
                   "sforge check --json | jq -r '.findings[] | select(.severity==\"error\")"
                   " | .file'"])
-    p.add_argument("--repeat", type=int, metavar="N",
+    p.add_argument("--repeat", type=positive_int, metavar="N",
                    help="judge each task's reference N times; differing verdicts are an error "
                         "(with --integrity: the task's [reference])")
     p.add_argument("--integrity", action="store_true",
                    help="with the built images (built first when missing), prove grading "
                         "cannot be fooled: no judge/solution file, later .git commit or "
                         "canary in the work image; the no-op submission scores the floor; "
-                        "[reference] scores full marks; cheat probes are graded as the "
-                        "judge decides (README: Integrity)")
+                        "[reference] scores full marks (none: a warning); cheat probes are "
+                        "graded as the judge decides (README: Integrity)")
     add_task_option(p)
     add_jobs_options(p)
     add_json_option(p, "the findings (file, line, rule, message, severity) and counts")

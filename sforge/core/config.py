@@ -13,7 +13,7 @@ from typing import Any
 
 from sforge.core import validated
 from sforge.core.errors import SforgeError
-from sforge.core.fileio import atomic_write_text, loads_json, read_bytes, user_cache
+from sforge.core.fileio import atomic_write_text, loads_json, read_bytes, read_utf8, user_cache
 
 # The package's own files (schemas, templates, workflow), and the repository checkout (the
 # bundled benchmark lives there, when sforge runs from one).
@@ -159,7 +159,7 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
     env = os.environ if env is None else env
     config = defaults()
     if path is not None and path.is_file():
-        data = safe_yaml(path.read_text(), path) or {}
+        data = safe_yaml(read_utf8(path), path) or {}
         if not isinstance(data, dict):
             raise SforgeError(f"{path}: expected a mapping of settings")
         validate(data, str(path))
@@ -185,7 +185,18 @@ def user_config(path: Path | None, overrides: dict[str, Any]) -> dict[str, Any]:
             config[key] = str(Path(config[key]).expanduser().resolve())
     if overrides.get("results") is None and not _sets(path, "results"):
         config["results"] = str(default_results(Path(config["benchmark"])))
+    require_results_dir(Path(config["results"]))
     return config
+
+
+def require_results_dir(results: Path) -> None:
+    """The results root is a directory, or can be made one: a regular file at its path (or
+    at a parent's) is an SforgeError naming it, before anything is written under it."""
+    blocker = next((p for p in (results, *results.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        what = "the results root" if blocker == results else f"holds the results root {results}"
+        raise SforgeError(f"{blocker}: not a directory ({what}: --results, or `results` in "
+                          "the config)")
 
 
 RESULTS_HELP = ("results root (default: results/ beside the benchmark directory, i.e. "
@@ -205,5 +216,5 @@ def _sets(path: Path | None, key: str) -> bool:
     states the defaults)."""
     if path is None or not path.is_file():
         return False
-    data = safe_yaml(path.read_text(), path) or {}
+    data = safe_yaml(read_utf8(path), path) or {}
     return isinstance(data, dict) and data.get(key) is not None

@@ -12,13 +12,28 @@ class SforgeError(Exception):
 class DefinitionError(SforgeError):
     """Bad benchmark or task definition: names the file, the field and what is expected."""
 
-    def __init__(self, path: Path | str, field: str | None, message: str, task: str | None = None):
+    def __init__(self, path: Path | str, field: str | None, message: str, task: str | None = None,
+                 line: int | None = None):
         self.path = Path(path)
         self.field = field
         self.message = message
         self.task = task
+        self.line = line  # 1-based, when the fault is known to lie on one line of `path`
         where = f"{path}" + (f": [{field}]" if field else "")
         super().__init__(f"{where}: {message}")
+
+
+class NotUtf8(SforgeError):
+    """A file read as text that is not UTF-8: names the file, the first bad byte, its offset
+    and its line, in one line (never a UnicodeDecodeError traceback)."""
+
+    def __init__(self, path: Path | str, data: bytes, exc: UnicodeDecodeError):
+        self.path = Path(path)
+        self.offset = exc.start
+        self.line = data.count(b"\n", 0, exc.start) + 1
+        self.reason = (f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}, "
+                       f"line {self.line})")
+        super().__init__(f"{path}: {self.reason}")
 
 
 class UsageError(SforgeError):

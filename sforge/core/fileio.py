@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from sforge.core.errors import NotUtf8
+
 
 def create_temp(directory: Path, prefix: str, suffix: str = ".tmp") -> tuple[int, Path]:
     """A new file in `directory` (same filesystem as the target, so a rename is atomic),
@@ -101,6 +103,16 @@ def read_bytes(path: Path | str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_utf8(path: Path | str) -> str:
+    """A text file that must be UTF-8 (task.toml, benchmark.toml, a config file): its text,
+    or NotUtf8 naming the file, offset and line of the first bad byte."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode()
+    except UnicodeDecodeError as exc:
+        raise NotUtf8(path, data, exc) from None
 
 
 def copy_range(src: int, dst: int, offset: int, size: int) -> None:

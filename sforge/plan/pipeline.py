@@ -23,7 +23,6 @@ from sforge.benchmark.layout import Layout
 from sforge.benchmark.loader import load_benchmark, load_benchmark_name
 from sforge.benchmark.model import Benchmark, Task
 from sforge.benchmark.submissions import RecordRow, Submission, discover_rows
-from sforge.core.errors import SforgeError
 from sforge.grading.contract import key_limits
 from sforge.grading.results import eval_key, eval_keyer
 
@@ -73,15 +72,7 @@ class Pipeline:
     # selection ------------------------------------------------------------------
     def tasks(self, ids: list[str] | None = None) -> list[Task]:
         """The selected tasks: `ids`, else config's `tasks`, else all; an unknown id is an error."""
-        ids = ids if ids is not None else self.config.get("tasks")
-        if ids:
-            unknown = [i for i in ids if i not in self.bench.tasks]
-            broken = {getattr(e, "task", None) for e in self.bench.errors}
-            missing = [i for i in unknown if i not in broken]
-            if missing:
-                raise SforgeError(f"unknown task(s): {', '.join(missing)} "
-                                  f"(see `sforge list -b {self.bench.root}`)")
-        return self.bench.select(ids)
+        return self.bench.require(ids if ids is not None else self.config.get("tasks"))
 
     def images(self, ids: list[str] | None = None, kinds=("base", "work", "judge")
                ) -> list[ImageRef]:

@@ -139,6 +139,20 @@ def test_repeat_flags_a_reference_judged_differently_each_time(fixture_bench):
     assert sf.run("check", "--integrity", "--repeat", "1").returncode != 0
 
 
+def test_a_task_without_reference_is_warned_about_as_prove_does(fixture_bench):
+    """The oracle check cannot run without a [reference]: a warning naming the task.toml, in
+    `sforge prove`'s words, never a silent pass; warnings alone keep the exit code 0."""
+    sf = fixture_bench("clean")
+    toml = sf.bench / "tasks" / "t" / "task.toml"
+    text = toml.read_text()
+    toml.write_text(text[:text.index("[reference]")])
+    proc = sf.run("check", "--integrity")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{toml}: integrity-reference: no [reference]: the oracle proof is skipped " \
+           "(warning)" in proc.stdout.splitlines(), proc.stdout
+    assert "0 error(s), 1 warning(s)" in proc.stdout
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
                            *args], check=True, capture_output=True, text=True).stdout
