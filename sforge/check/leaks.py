@@ -20,8 +20,9 @@ from typing import IO, Any
 
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
-from sforge.check.git_leaks import GitCopy, git_findings
+from sforge.check.git_leaks import GitCopy, Sink, git_findings, inside, repo_part
 from sforge.check.image_files import exported
+from sforge.check.streams import CHUNK, Needle, member_path
 from sforge.containers.engine import ContainerEngine
 
 MIN_BYTES = 16  # smaller files (empty __init__.py, a newline) match by chance
@@ -31,7 +32,6 @@ COMMON_NAMES = {"Dockerfile", "README", "README.md", "README.txt", "NOTES.md", "
                 "setup.py", "pyproject.toml", "package.json", "conftest.py", "main.py",
                 "run.sh", "config.json", "data.json"}
 SOLUTION_PREFIXES = ("solution", "reference")
-_CHUNK = 1 << 20
 
 
 @dataclass
@@ -76,27 +76,25 @@ def hidden_files(task: Task) -> Hidden:
     return hidden
 
 
-def _under(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
 def _members(stream) -> Iterator[tuple[tarfile.TarInfo, str, tarfile.TarFile]]:
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for m in tar:
-            yield m, "/" + posixpath.normpath(m.name).lstrip("./"), tar
+            yield m, "/" + member_path(m.name), tar
 
 
-def _scan(data, want_hash: bool, canary: bytes | None) -> tuple[str | None, bool]:
-    """(sha256 when asked, whether the canary is in it) of one member's bytes."""
+def _scan(data: IO[bytes], want_hash: bool, canary: bytes | None,
+          copy: Sink | None) -> tuple[str | None, bool]:
+    """(sha256 when asked, whether the canary is in it) of one member's bytes, read once
+    (and written to `copy` on the way)."""
     h = hashlib.sha256() if want_hash else None
-    seen, tail = False, b""
-    while chunk := data.read(_CHUNK):
+    search = Needle(canary)
+    while chunk := data.read(CHUNK):
         if h is not None:
             h.update(chunk)
-        if canary and not seen:
-            seen = canary in tail + chunk
-            tail = chunk[-len(canary):]
-    return (h.hexdigest() if h else None), seen
+        search.feed(chunk)
+        if copy is not None:
+            copy.write(chunk)
+    return (h.hexdigest() if h else None), search.found
 
 
 Keep = Callable[[tarfile.TarInfo, bytes | None], None]
@@ -128,9 +126,10 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
                                f"(see {dockerfile})"))
     with tempfile.TemporaryDirectory(prefix="sforge-git-") as tmp:
         repos = GitCopy(Path(tmp))
+        in_repos: list[tuple[str, Finding]] = []
         for m, path, tar in _members(stream):
-            in_cwd = _under(path, cwd)
-            rel = posixpath.relpath(path, cwd) if in_cwd else ""
+            in_cwd = inside(path, cwd)
+            rel = posixpath.relpath(path, cwd) if in_cwd else None
             body: bytes | None = None
             if in_cwd and keep is not None:
                 fh = tar.extractfile(m) if m.isreg() else None
@@ -141,38 +140,66 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
                         tar: tarfile.TarFile = tar) -> IO[bytes] | None:
                 return io.BytesIO(body) if body is not None else tar.extractfile(m)
 
-            if repos.take(m, path, content):
-                continue
-            if not m.isreg():
-                continue
-            name = posixpath.basename(path)
-            if in_cwd and name.lower().startswith(SOLUTION_PREFIXES):
-                out.append(Finding(dockerfile, None, "integrity-solution",
-                                   f"the work image has {path} in the workspace: a solution "
-                                   "or reference file; keep it out of the work image"))
-            src_path = hidden.named(rel) if in_cwd else None
-            if src_path is not None:
-                out.append(Finding(src_path, None, "integrity-leak",
-                                   f"a file of this name is in the work image at {path}: "
-                                   "make sure it is not the hidden one, or rename it",
-                                   "warning"))
-            want = m.size in hidden.sizes
-            if not want and needle is None:
-                continue
-            data = content()
-            if data is None:
-                continue
-            digest, seen = _scan(data, want, needle)
-            if digest is not None and digest in hidden.by_hash:
-                src_path = hidden.by_hash[digest]
-                out.append(Finding(src_path, None, "integrity-leak",
-                                   f"this file's content is in the work image at {path}: "
-                                   "keep the judge's and the solution's files out of "
-                                   "environment/ and its Dockerfile"))
-            if seen:
-                out.append(Finding(canary_file, None, "integrity-canary",
-                                   f"the canary string is in {task.id}'s work image at "
-                                   f"{path}: a hidden file leaked into it (see "
-                                   f"{dockerfile})"))
+            copy = repos.take(m, path)  # a member of a repository is scanned all the same
+            try:
+                if m.isreg() and rel is not None:
+                    # names inside a repository are git's own (refs, logs): judged after it
+                    named = _name_findings(path, rel, hidden, task)
+                    if repo_part(path) is None:
+                        out += named
+                    else:
+                        in_repos += [(path, f) for f in named]
+                if m.isreg():
+                    out += _content_findings(m, path, content, copy, hidden, task, needle,
+                                             canary_file)
+            finally:
+                if copy is not None:
+                    copy.close()
+        found = repos.repositories()
+        out += [f for path, f in in_repos if not any(inside(path, r) for r in found)]
         out += git_findings(repos, task, needle)
+    return out
+
+
+def _name_findings(path: str, rel: str, hidden: Hidden, task: Task) -> list[Finding]:
+    """The leaks a regular file at image path `path` is by its name (`rel`: its path
+    relative to cwd, where names are looked at)."""
+    dockerfile = task.dir / "environment" / "Dockerfile"
+    out = []
+    if posixpath.basename(path).lower().startswith(SOLUTION_PREFIXES):
+        out.append(Finding(dockerfile, None, "integrity-solution",
+                           f"the work image has {path} in the workspace: a solution "
+                           "or reference file; keep it out of the work image"))
+    src_path = hidden.named(rel)
+    if src_path is not None:
+        out.append(Finding(src_path, None, "integrity-leak",
+                           f"a file of this name is in the work image at {path}: "
+                           "make sure it is not the hidden one, or rename it",
+                           "warning"))
+    return out
+
+
+def _content_findings(m: tarfile.TarInfo, path: str, content: Callable[[], IO[bytes] | None],
+                      copy: Sink | None, hidden: Hidden, task: Task, needle: bytes | None,
+                      canary_file: Path) -> list[Finding]:
+    """The leaks a regular file is by its bytes (a hidden file's content, the canary); they
+    are read at most once, and copied to `copy` if given."""
+    want = m.size in hidden.sizes
+    if not want and needle is None and copy is None:
+        return []
+    data = content()
+    if data is None:
+        return []
+    digest, seen = _scan(data, want, needle, copy)
+    out = []
+    if digest is not None and digest in hidden.by_hash:
+        out.append(Finding(hidden.by_hash[digest], None, "integrity-leak",
+                           f"this file's content is in the work image at {path}: "
+                           "keep the judge's and the solution's files out of "
+                           "environment/ and its Dockerfile"))
+    if seen:
+        out.append(Finding(canary_file, None, "integrity-canary",
+                           f"the canary string is in {task.id}'s work image at "
+                           f"{path}: a hidden file leaked into it (see "
+                           f"{task.dir / 'environment' / 'Dockerfile'})"))
     return out

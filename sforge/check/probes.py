@@ -15,6 +15,8 @@ from typing import Any
 
 from sforge.benchmark.dockerfile import simple_commands, strip_prefix, tokenize_shell
 from sforge.benchmark.model import Task
+from sforge.check.streams import member_path
+from sforge.grading.selection import under
 
 FAKE_SCORE = 1e18
 RESULT_JSON = f'{{"score": {FAKE_SCORE:g}, "valid": true, "summary": "probe"}}\n'
@@ -65,22 +67,29 @@ class Workspace:
     renamed relative to cwd (hard links outside cwd left out), and its directories."""
 
     def __init__(self, cwd: str):
-        self.prefix = posixpath.normpath(cwd).strip("/") + "/"
+        self.root = member_path(cwd)  # "" when cwd is /
         self.members: list[tuple[tarfile.TarInfo, bytes | None]] = []
         self.dirs: set[str] = set()
 
+    def _relative(self, name: str) -> str | None:
+        """An image path's name relative to cwd; None outside cwd and for cwd itself."""
+        path = member_path(name)
+        if path == self.root or not under(path, self.root):
+            return None
+        return path[len(self.root) + 1:] if self.root else path
+
     def add(self, member: tarfile.TarInfo, data: bytes | None) -> None:
         """Take an exported member if it lies under cwd, renamed relative to it."""
-        name = posixpath.normpath(member.name).lstrip("./")
-        if not name.startswith(self.prefix):
+        name = self._relative(member.name)
+        if name is None:
             return
         m = copy.copy(member)
-        m.name = name[len(self.prefix):]
+        m.name = name
         if m.islnk():
-            target = posixpath.normpath(m.linkname).lstrip("./")
-            if not target.startswith(self.prefix):
+            target = self._relative(m.linkname)
+            if target is None:
                 return
-            m.linkname = target[len(self.prefix):]
+            m.linkname = target
         if m.isdir():
             self.dirs.add(m.name)
         self.members.append((m, data if m.isreg() else None))
