@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from sforge.core.config import package_data
@@ -52,15 +53,18 @@ def build_helper(out: Path | None = None) -> Path:
         raise SforgeError("the sforge-submit helper is not built and Go is missing: run "
                           "scripts/setup.sh (it installs Debian's golang-go and builds it)")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}")
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-trimpath",
            "GOCACHE": os.environ.get("GOCACHE", str(Path.home() / ".cache" / "go-build"))}
-    proc = subprocess.run([go, "build", "-ldflags", "-s -w", "-o", str(tmp), "."],
-                          cwd=SOURCE, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise SforgeError(f"building the helper in {SOURCE} failed:\n{proc.stderr.strip()}")
-    tmp.replace(out)
+    # each build writes into a folder of its own (threads of one process and processes on
+    # other nodes share a pid space only in part), then replaces `out` atomically
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        built = Path(tmp) / out.name
+        proc = subprocess.run([go, "build", "-ldflags", "-s -w", "-o", str(built), "."],
+                              cwd=SOURCE, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SforgeError(f"building the helper in {SOURCE} failed:\n"
+                              f"{proc.stderr.strip()}")
+        built.replace(out)
     return out
 
 
