@@ -245,5 +245,9 @@ def check_benchmark(root: Path, ids: list[str] | None = None) -> list[Finding]:
     for task_dir in sorted(tasks.iterdir()):
         if task_dir.is_dir() and not task_dir.name.startswith("."):
             _check_task(task_dir, bench.house_rules, git, add)
+    if ids:  # the named tasks' own findings, and the benchmark-wide ones
+        chosen = [tasks / i for i in ids]
+        findings = [f for f in findings if not Path(f.file).is_relative_to(tasks)
+                    or any(Path(f.file).is_relative_to(d) for d in chosen)]
     unique = sorted(set(findings), key=lambda f: (str(f.file), f.line or 0, f.rule, f.message))
     return unique

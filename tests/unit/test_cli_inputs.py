@@ -119,3 +119,15 @@ def test_serve_refuses_a_port_out_of_range(bench, port):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "sforge: error: serve: argument --port: " in proc.stderr
     assert "expected a port number, 0 to 65535" in proc.stderr
+
+
+def test_check_task_reports_only_that_tasks_findings(tmp_path):
+    """`check -t ID` checks the tasks it names, as its help says: another task's findings
+    are not this task's (benchmark-wide files, like bases/, are still checked)."""
+    root = tmp_path / "bench"
+    shutil.copytree(paths.FIXTURES / "scores_bench", root)
+    every = json.loads(sforge("check", "--json", "-b", str(root)).stdout)["findings"]
+    assert any("norescale_task" in f["file"] for f in every), every
+    one = json.loads(sforge("check", "-t", "max_task", "--json", "-b", str(root)).stdout)
+    files = [f["file"] for f in one["findings"]]
+    assert not [f for f in files if "/tasks/" in f and "/tasks/max_task/" not in f], files
