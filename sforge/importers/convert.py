@@ -13,6 +13,7 @@ import tomli_w
 
 from sforge.core.clock import now_iso
 from sforge.core.errors import SforgeError
+from sforge.core.fileio import read_utf8
 from sforge.importers import harbor, terminal_bench
 from sforge.importers.draft import (
     Draft,
@@ -98,7 +99,7 @@ def ensure_benchmark(into: Path) -> None:
 
 def _base_from(into: Path, base: str) -> str | None:
     dockerfile = into / "bases" / base / "Dockerfile"
-    return dockerfile_from(dockerfile.read_text()) if dockerfile.is_file() else None
+    return dockerfile_from(read_utf8(dockerfile)) if dockerfile.is_file() else None
 
 
 def import_tasks(fmt: str, sources: list[Path], into: Path, base: str | None = None,

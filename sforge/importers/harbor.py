@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 from sforge.core.errors import SforgeError
+from sforge.core.fileio import read_utf8
 from sforge.importers.draft import Draft, task_id_for
 
 
@@ -25,7 +26,7 @@ def _files(root: Path, skip: tuple[str, ...] = ()) -> list[tuple[Path, str]]:
 def read(src: Path) -> Draft:
     """The Draft of one Harbor task; SforgeError when its task.toml cannot be read."""
     try:
-        data = tomllib.loads((src / "task.toml").read_text())
+        data = tomllib.loads(read_utf8(src / "task.toml"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise SforgeError(f"{src / 'task.toml'}: not valid TOML: {exc}") from None
     env = data.get("environment") or {}
@@ -37,7 +38,7 @@ def read(src: Path) -> Draft:
     env_dir = src / "environment"
     dockerfile_path = env_dir / "Dockerfile"
     if dockerfile_path.is_file():
-        dockerfile = dockerfile_path.read_text()
+        dockerfile = read_utf8(dockerfile_path)
     elif env.get("docker_image"):
         dockerfile = f"FROM {env['docker_image']}\n"
         notes.append(f"environment/Dockerfile written: FROM {env['docker_image']} "
@@ -71,11 +72,11 @@ def read(src: Path) -> Draft:
     metadata = dict(data.get("metadata") or {})
     return Draft(
         fmt="harbor", source=src, task_id=task_id_for(src.name), name=str(name),
-        instruction=(src / "instruction.md").read_text(),
+        instruction=read_utf8(src / "instruction.md"),
         dockerfile=dockerfile,
         env_files=_files(env_dir, skip=("Dockerfile",)),
         tests=_files(src / "tests", skip=("test.sh",)),
-        test_script=test_sh.read_text() if test_sh.is_file() else "",
+        test_script=read_utf8(test_sh) if test_sh.is_file() else "",
         test_script_name="test.sh",
         solution=solution,
         solve_cmd="bash /solution/solve.sh" if (src / "solution" / "solve.sh").is_file()

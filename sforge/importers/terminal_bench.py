@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from sforge.core.errors import SforgeError
+from sforge.core.fileio import read_utf8
 from sforge.importers.draft import Draft, task_id_for
 
 # What Terminal-Bench's own boilerplate compose file holds: one "client" service built from
@@ -26,7 +27,7 @@ def _compose_problems(path: Path) -> list[str]:
     if not path.is_file():
         return []
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(read_utf8(path)) or {}
     except yaml.YAMLError as exc:
         return [f"docker-compose.yaml is not valid YAML: {exc}"]
     services = data.get("services") or {}
@@ -56,7 +57,7 @@ def _compose_problems(path: Path) -> list[str]:
 def read(src: Path) -> Draft:
     """The Draft of one Terminal-Bench task; SforgeError when task.yaml cannot be read."""
     try:
-        data = yaml.safe_load((src / "task.yaml").read_text()) or {}
+        data = yaml.safe_load(read_utf8(src / "task.yaml")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise SforgeError(f"{src / 'task.yaml'}: not valid YAML: {exc}") from None
     problems = _compose_problems(src / "docker-compose.yaml")
@@ -87,9 +88,9 @@ def read(src: Path) -> Draft:
     return Draft(
         fmt="terminal-bench", source=src, task_id=task_id_for(src.name), name=src.name,
         instruction=str(data.get("instruction", "")).rstrip() + "\n",
-        dockerfile=dockerfile_path.read_text() if dockerfile_path.is_file() else "",
+        dockerfile=read_utf8(dockerfile_path) if dockerfile_path.is_file() else "",
         env_files=env_files, tests=tests,
-        test_script=run_tests.read_text() if run_tests.is_file() else "",
+        test_script=read_utf8(run_tests) if run_tests.is_file() else "",
         test_script_name="run-tests.sh",
         solution=solution, solve_cmd=solve_cmd,
         timeout_sec=float(data.get("max_test_timeout_sec", 60.0)),

@@ -17,6 +17,7 @@ import yaml
 
 from sforge.core.config import package_data
 from sforge.core.errors import DefinitionError, SforgeError
+from sforge.core.fileio import read_utf8
 
 AGENTS_DIR = package_data("agents")
 MOUNT = "/opt/sforge/agent"  # where the bundle appears in the work container (read-only)
@@ -105,7 +106,7 @@ def load_agent(name: str, root: Path = AGENTS_DIR) -> Agent:
         raise SforgeError(f"unknown agent {name!r}: no {path} "
                           f"(available: {', '.join(available()) or 'none'})")
     try:
-        data: dict[str, Any] = tomllib.loads(path.read_text())
+        data: dict[str, Any] = tomllib.loads(read_utf8(path))
     except tomllib.TOMLDecodeError as exc:
         raise DefinitionError(path, None, f"not valid TOML: {exc}") from None
     errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.absolute_path))

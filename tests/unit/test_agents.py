@@ -59,3 +59,15 @@ def test_missing_host_file_says_which_debian_package():
     with pytest.raises(SforgeError, match=r"/nonexistent/sforge-test/libx.so is missing.*"
                                           r"apt-get install libx-test"):
         ensure_bundle(agent)
+
+
+def test_an_agent_toml_that_is_not_utf8_is_named(tmp_path):
+    """An agent definition that is not UTF-8 text is one error naming the file and the byte."""
+    import pytest
+
+    from sforge.core.errors import SforgeError
+
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x" / "agent.toml").write_bytes(b'description = "caf\xe9"\n')
+    with pytest.raises(SforgeError, match=r"agent.toml: not UTF-8 text \(byte 0xe9"):
+        load_agent("x", root=tmp_path)

@@ -134,3 +134,23 @@ def test_base_is_shared_by_tasks_from_the_same_image(tmp_path: Path) -> None:
         "hello-world": "py", "hello-file": "py", "shared-acl": "py"}
     env = (into / "tasks" / "shared-acl" / "environment" / "Dockerfile").read_text()
     assert env.startswith("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nRUN apt-get update")
+
+
+@pytest.mark.parametrize(("fmt", "task", "file"), [
+    ("harbor", "hello-world", "task.toml"), ("harbor", "hello-world", "instruction.md"),
+    ("terminal-bench", "hello-file", "task.yaml")])
+def test_a_source_file_that_is_not_utf8_is_named(tmp_path: Path, fmt: str, task: str,
+                                                  file: str) -> None:
+    """A task file that is not UTF-8 text stops that task with one line naming the file and
+    the byte, never a UnicodeDecodeError."""
+    import shutil
+
+    from sforge.core.errors import SforgeError
+    from sforge.importers import harbor, terminal_bench
+
+    src = tmp_path / task
+    shutil.copytree(FIXTURES / fmt / task, src)
+    (src / file).write_bytes((src / file).read_bytes() + b"\n# caf\xe9\n")
+    reader = harbor.read if fmt == "harbor" else terminal_bench.read
+    with pytest.raises(SforgeError, match=rf"{file}: not UTF-8 text \(byte 0xe9"):
+        reader(src)
