@@ -20,12 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ MAX_DETAILS_BYTES = 256 << 10  # of JSON
 MAX_METRICS_BYTES = 64 << 10
 MAX_REJECTED = 1000
 MAX_NAME_CHARS = 1024  # a rejected path or a dict key
+MAX_DEPTH = 32  # levels of nesting kept in details and metrics
 HISTORY_DIR = "history"
 
 # Lone surrogates, C0 controls but tab, newline and CR, DEL and C1 controls (terminal escapes).
@@ -53,14 +55,21 @@ def clean_text(text: str, limit: int | None = None) -> str:
     return text
 
 
-def _clean(value: Any) -> Any:
-    """Every string in a JSON-like value cleaned (keys too); other scalars as they are."""
+def _clean(value: Any, depth: int = 0) -> Any:
+    """A JSON-like value as standard JSON can hold it: every string cleaned (keys too), a
+    number that is not finite null, what lies deeper than MAX_DEPTH levels a note (so
+    storing, printing and reading it back never runs out of recursion)."""
     if isinstance(value, str):
         return clean_text(value, MAX_SUMMARY_CHARS)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict | list | tuple) and depth >= MAX_DEPTH:
+        return f"[sforge: nested deeper than {MAX_DEPTH} levels, cut]"
     if isinstance(value, dict):
-        return {clean_text(str(k), MAX_NAME_CHARS): _clean(v) for k, v in value.items()}
+        return {clean_text(str(k), MAX_NAME_CHARS): _clean(v, depth + 1)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [_clean(v, depth + 1) for v in value]
     return value
 
 
@@ -190,7 +199,10 @@ class EvalResult:
 
     def sanitised(self) -> EvalResult:
         """A copy safe to store and print: text cleaned, every listing capped with a note."""
-        data = self.to_dict()
+        # shallow: the grader's details and metrics are made safe by _clean, not copied first
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["rejected"] = [asdict(r) if is_dataclass(r) else r for r in self.rejected]
+        data["changed"] = [asdict(c) if is_dataclass(c) else c for c in self.changed]
         data["summary"] = clean_text(str(data["summary"] or ""), MAX_SUMMARY_CHARS)
         if data["reason"] is not None:
             data["reason"] = clean_text(str(data["reason"]), MAX_REASON_CHARS)

@@ -57,6 +57,27 @@ def test_listings_capped_with_a_note(tmp_path: Path) -> None:
     assert "entries cut" in data["metrics"]["sforge_cut"]
 
 
+def test_deep_nesting_and_non_finite_numbers_are_stored_as_json(tmp_path: Path) -> None:
+    """A grader's details nested 600 deep stopped the result from being written (a recursion
+    error: no result, the tables stuck); NaN and Infinity were stored and printed as bare
+    NaN/Infinity, which is not JSON. Deep parts are cut with a note, non-finite numbers null."""
+    deep: object = "bottom"
+    for _ in range(600):
+        deep = {"d": [deep]}
+    path = tmp_path / "r.json"
+    make(details=[deep], metrics={"nan": float("nan"), "inf": [float("inf"), 1.5],
+                                  "deep": deep}).write(path)
+    text = path.read_text()
+    data = json.loads(text, parse_constant=lambda c: pytest.fail(f"bare {c} stored"))
+    assert data["metrics"]["nan"] is None and data["metrics"]["inf"] == [None, 1.5]
+    assert "nested deeper than" in text and "bottom" not in text
+    level, depth = data["details"], 0
+    while not isinstance(level, str):
+        level, depth = (level["d"] if isinstance(level, dict) else level[0]), depth + 1
+    assert depth <= results.MAX_DEPTH and "nested deeper than" in level
+    assert load_result(path).valid
+
+
 def test_replaced_result_goes_to_history(tmp_path: Path) -> None:
     path = tmp_path / "evals" / "t" / "k.json"
     make(score=1.0).write(path)
