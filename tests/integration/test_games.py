@@ -120,7 +120,8 @@ def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
                                        capture_output=True, text=True, check=True).stdout)
     work = listed["tasks"][0]["work"]
     run_id, client = register(svc)
-    script = ("sh /players/baseline.sh; echo rc=$?; sforge-game status; "
+    script = ("sforge-game step '{\"guess\": 1}'; echo rc=$?; "  # no session yet: refused
+              "sh /players/baseline.sh; echo rc=$?; sforge-game status; "
               "sforge-game step '{\"guess\": 1}'; echo rc=$?; sforge-game list")
     proc = subprocess.run(
         ["docker", "run", "--rm", "--network", "none", "--label", "sforge.test=games",
@@ -130,7 +131,8 @@ def test_scripted_player_with_sforge_game_in_the_work_container(svc, setup):
          "-e", f"SFORGE_TOKEN={client.token}", work, "sh", "-c", script],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    early, *lines = proc.stdout.splitlines()
+    assert early == "rc=3" and "no game session" in proc.stderr  # refused, not "unreachable"
     final = json.loads(lines[0])
     assert final["done"] is True and final["score"] == BASELINE_SCORE
     assert lines[1] == "rc=0" and "rc=1" in lines  # a step after the end: 410, exit 1
