@@ -22,7 +22,8 @@ const gameUsage = `usage:
 
 ID defaults to the run's newest session. A step past the step rate waits and retries.
 Exit codes: 0 done, 1 the game is over (a step to a finished session), 2 usage,
-3 refused (limits, not a game task), 4 service unreachable or failing.
+3 refused (limits, no such session, not a game task: any 4xx answer), 4 service
+unreachable or failing.
 
 environment (set by sforge for a run): SFORGE_SERVICE, SFORGE_TOKEN
 `

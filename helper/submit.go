@@ -383,8 +383,7 @@ func report(err error) int {
 			return exitRefused
 		}
 		fmt.Fprintf(os.Stderr, "%s: %v\n", progName, e)
-		if e.Status == 401 || e.Status == 403 || e.Status == 409 || e.Status == 410 ||
-			e.Status == 413 || e.Status == 422 {
+		if e.Status >= 400 && e.Status < 500 { // the service answered: a refusal, not an outage
 			return exitRefused
 		}
 		return exitUnreachable
