@@ -5,7 +5,8 @@ Errors are JSON objects {"error": message, ...}: 401 no or unknown token, 403 an
 run's data, an admin endpoint, or a final submission without the run's final token (or a
 final token used for anything else), 404 unknown run, task or submission, 409 a run not
 active or a second final submission, 413 an archive over the upload cap (nothing stored),
-429 budget or cooldown ({"reason", "wait_s"}), 503 queue full or draining (Retry-After).
+422 a request that does not fit its schema ({"error", "problems"}), 429 budget or cooldown
+({"reason", "wait_s"}), 503 queue full or draining (Retry-After).
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations.
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from sforge import __version__
@@ -53,6 +55,15 @@ def create_app(service: Service) -> FastAPI:
             service.state.bump(f"rejected_{exc.status}")
         return JSONResponse({"error": exc.message, **exc.extra}, status_code=exc.status,
                             headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # the same {"error"} shape as every other refusal; the offending input is not echoed
+        # back (JSON cannot carry an Infinity or NaN it held)
+        problems = [f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body')}: "
+                    f"{e.get('msg', 'invalid')}" for e in exc.errors()]
+        return JSONResponse({"error": "; ".join(problems) or "invalid request",
+                             "problems": problems}, status_code=422)
 
     Who, Admin = dependencies(service)
     add_status_routes(app, service, Admin)

@@ -183,7 +183,7 @@ class Service:
         task = self.pipe.bench.tasks.get(run["task"])
         if task is None:
             raise Conflict(self.gone(run["task"]))
-        elapsed = round(now - parse_iso(run["started_at"]), 3)
+        elapsed = max(0.0, round(now - parse_iso(run["started_at"]), 3))  # a skewed clock
         created: list[Path] = []
         sub = store_archive(self.pipe.layout.store, run["source"], task.id, upload,
                             now_iso("milliseconds", now),

@@ -1,6 +1,7 @@
 """The run endpoints: register a run (admin), list, history, export, end and cancel."""
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations.
+import time
 from typing import Any
 
 from fastapi import FastAPI
@@ -8,11 +9,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from sforge.benchmark.games import is_game
+from sforge.core.clock import now_iso
 from sforge.service.access import ApiError, run_of
 from sforge.service.core import Service
 from sforge.service.games import GameSessions
 from sforge.service.state import Conflict, parse_iso
 from sforge.service.submission_routes import public_submission
+
+CLOCK_SKEW_S = 60.0  # how far ahead of the service's clock a run's start may be
 
 
 # The body of POST /v1/runs. (No docstring: pydantic would publish it in the OpenAPI schema.)
@@ -66,10 +70,13 @@ def add_run_routes(app: FastAPI, service: Service, games: GameSessions, who_type
                                 f"{service.pipe.bench.name}")
         if body.started_at is not None:
             try:
-                parse_iso(body.started_at)
-            except ValueError:
+                started = parse_iso(body.started_at)
+            except (ValueError, OverflowError):
                 raise ApiError(422, f"started_at: expected ISO 8601, got "
                                     f"{body.started_at!r}") from None
+            if started > time.time() + CLOCK_SKEW_S:  # every elapsed_s would be negative
+                raise ApiError(422, f"started_at: {body.started_at!r} is in the future "
+                                    f"(the service's clock says {now_iso('seconds')})")
         try:
             run, token, final = service.register(body.task, body.run_id, body.source,
                                                  body.agent, body.model, body.budget,

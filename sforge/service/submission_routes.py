@@ -50,7 +50,10 @@ def add_submission_routes(app: FastAPI, service: Service, who_type: Any) -> None
         length = request.headers.get("content-length")
         if length and length.isdigit() and int(length) > cap + 64 * 1024:
             raise ApiError(413, f"archive over the upload cap of {cap} bytes")
-        final = request.query_params.get("final", "").lower() in ("1", "true", "yes")
+        flag = request.query_params.get("final", "").lower()
+        if flag not in ("", "0", "false", "no", "1", "true", "yes"):
+            raise ApiError(422, f"final: expected true or false, got {flag!r}")
+        final = flag in ("1", "true", "yes")
         if final != who.final:
             raise ApiError(403, "the final submission is made with the run's final token "
                                 "(sforge's, at the end of the run), and only it"

@@ -283,6 +283,20 @@ def test_bad_input(svc, service_setup):
         with pytest.raises(ServiceError) as exc:
             client.result(sub_id)
         assert exc.value.status == status, (sub_id, exc.value)
+    # a body JSON cannot carry back (Infinity, NaN, 1e400), a start in the future, a bad
+    # flag: 422 as {"error"} like every other error, never a 500
+    auth = {"Authorization": f"Bearer {svc.admin_token}", "Content-Type": "application/json"}
+    for body in ('{"task": "quick", "cooldown_s": Infinity}', '{"task": "quick", "budget": 1e400}',
+                 '{"task": "quick", "cooldown_s": NaN}',
+                 '{"task": "quick", "started_at": "9999-12-31T23:59:59Z"}'):
+        raw = httpx.post(f"{svc.url}/v1/runs", content=body, headers=auth)
+        assert raw.status_code == 422, (body, raw.status_code, raw.text)
+        assert isinstance(raw.json()["error"], str) and raw.json()["error"], raw.text
+    _, final_client = run_client(svc)
+    bad_flag = httpx.post(f"{svc.url}/v1/submissions?final=maybe",
+                          headers={"Authorization": f"Bearer {final_client.token}"},
+                          files={"archive": ("a.tar.gz", tgz({"answer.txt": "1"}))})
+    assert bad_flag.status_code == 422 and "final" in bad_flag.json()["error"], bad_flag.text
 
 
 def test_queue_full_503_and_client_retries(service_setup):
