@@ -17,6 +17,8 @@ from sforge.cli.common import (
     execution_from,
     pipeline_from,
     port_number,
+    positive_float,
+    positive_int,
     print_json,
     report_broken,
 )
@@ -76,13 +78,13 @@ def add_serve(sub: Subcommands) -> None:
     p.add_argument("--socket", metavar="PATH",
                    help="also (or only) listen on this Unix socket: how work containers "
                         "with --network none reach the service")
-    p.add_argument("--max-concurrent", type=float, metavar="CPUS",
+    p.add_argument("--max-concurrent", type=positive_float, metavar="CPUS",
                    help="judge CPUs busy at once, each judge counting its [judge] cpus "
                         "rounded up to whole cores, as `sforge grade -j` does; a judge "
                         "also holds its [judge] memory of the machine's, and starts only "
                         "when both fit (default: config service.max_concurrent, else the "
                         "machine's cores)")
-    p.add_argument("--max-pending", type=int, metavar="N",
+    p.add_argument("--max-pending", type=positive_int, metavar="N",
                    help="submissions waiting at most; beyond that HTTP 503 + Retry-After "
                         "(default: config service.max_pending)")
 

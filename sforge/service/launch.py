@@ -15,7 +15,7 @@ from sforge.benchmark.loader import load_benchmark_name
 from sforge.core.errors import SforgeError
 from sforge.service.auth import admin_token as read_admin_token
 from sforge.service.client import ServiceClient
-from sforge.service.server import PARENT_ENV, read_address
+from sforge.service.server import PARENT_ENV, already_running, read_address, service_running
 
 
 @dataclass
@@ -94,15 +94,18 @@ def start_service(benchmark: str | Path, results: str | Path, *,
     child_env.pop(PARENT_ENV, None)
     if bound_to_parent:
         child_env[PARENT_ENV] = str(os.getpid())
+    if service_running(directory):  # its address file stays: it is in use
+        raise already_running(directory)
     (directory / "address.json").unlink(missing_ok=True)
     with open(log_path, "ab") as out:
+        start = out.tell()  # what this start writes: an old session's lines are not its error
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=child_env,
                                 start_new_session=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SforgeError(f"sforge serve exited ({proc.returncode}): "
-                              f"{_tail(log_path)}")
+                              f"{_tail(log_path, start)}")
         addr = read_address(directory)
         if addr and addr.get("pid") == proc.pid:
             token = admin_token or child_env.get("SFORGE_ADMIN_TOKEN") or \
@@ -113,11 +116,16 @@ def start_service(benchmark: str | Path, results: str | Path, *,
                                  log=log_path, urls=addr.get("urls", []))
         time.sleep(0.05)
     proc.kill()
-    raise SforgeError(f"sforge serve did not start within {timeout:g} s: {_tail(log_path)}")
+    raise SforgeError(f"sforge serve did not start within {timeout:g} s: "
+                      f"{_tail(log_path, start)}")
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def _tail(path: Path, start: int = 0, lines: int = 15) -> str:
+    """The last `lines` lines written to the log from byte `start` on."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            text = fh.read().decode(errors="replace")
     except OSError:
         return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(nothing in its log)"

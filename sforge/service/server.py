@@ -78,6 +78,30 @@ def _unix(path: Path) -> socket.socket:
     return sock
 
 
+def already_running(directory: Path, holder: str = "") -> SforgeError:
+    """The error for a second service on one results directory: the running one's pid and
+    address, and how a run uses it instead."""
+    addr = read_address(directory) or {}
+    url = addr.get("url") or (f"unix://{addr['socket']}" if addr.get("socket") else None)
+    return SforgeError(f"another sforge serve is running on {directory} "
+                       f"({holder or 'pid ' + str(addr.get('pid', 'unknown'))}"
+                       + (f", at {url}): use it with `sforge run --service {url}`, "
+                          "or stop it" if url else "): stop it first"))
+
+
+def service_running(directory: Path) -> bool:
+    """Whether a service holds `directory`'s lock now (it is released when it exits, even
+    by kill -9)."""
+    try:
+        with open(directory / "service.lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _lock(directory: Path):
     directory.mkdir(parents=True, exist_ok=True)
     fh = open(directory / "service.lock", "a+")  # noqa: SIM115 - held for the process life
@@ -85,8 +109,7 @@ def _lock(directory: Path):
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fh.seek(0)
-        raise SforgeError(f"another sforge serve is running on {directory} "
-                          f"({fh.read().strip() or 'pid unknown'})") from None
+        raise already_running(directory, fh.read().strip()) from None
     fh.seek(0)
     fh.truncate()
     fh.write(f"pid {os.getpid()}\n")

@@ -16,6 +16,7 @@ import uuid
 import httpx
 import pytest
 
+from sforge.core.errors import SforgeError
 from sforge.service.client import ServiceClient, ServiceError
 from sforge.service.launch import start_service
 from tests.helpers.benches import copy_bench, remove_images
@@ -297,6 +298,20 @@ def test_bad_input(svc, service_setup):
                           headers={"Authorization": f"Bearer {final_client.token}"},
                           files={"archive": ("a.tar.gz", tgz({"answer.txt": "1"}))})
     assert bad_flag.status_code == 422 and "final" in bad_flag.json()["error"], bad_flag.text
+
+
+def test_a_second_service_on_the_same_results_names_the_first(svc, service_setup):
+    """Starting a service (as `sforge run` does) where one already runs is refused with its
+    address and what to pass instead; the running service's address file is left alone
+    (it was deleted), and the error holds this attempt's words, not an old log's tail."""
+    bench_dir, root, _, config = service_setup
+    address = svc.directory / "address.json"
+    before = address.read_bytes()
+    with pytest.raises(SforgeError) as exc:
+        start_service(bench_dir, root / "results", port=0, config=config)
+    assert f"--service {svc.url}" in str(exc.value), exc.value
+    assert "uvicorn" not in str(exc.value).lower(), exc.value
+    assert address.read_bytes() == before
 
 
 def test_queue_full_503_and_client_retries(service_setup):

@@ -131,3 +131,11 @@ def test_check_task_reports_only_that_tasks_findings(tmp_path):
     one = json.loads(sforge("check", "-t", "max_task", "--json", "-b", str(root)).stdout)
     files = [f["file"] for f in one["findings"]]
     assert not [f for f in files if "/tasks/" in f and "/tasks/max_task/" not in f], files
+
+
+@pytest.mark.parametrize("args", [("--max-concurrent", "-3"), ("--max-concurrent", "0"),
+                                  ("--max-pending", "0"), ("--max-concurrent", "inf")])
+def test_serve_refuses_a_capacity_that_is_not_positive(bench, args):
+    """A capacity of -3 CPUs was taken as is (and 0 silently as the machine's cores)."""
+    proc = sforge("serve", *args, "-b", str(bench))
+    assert proc.returncode == 2 and f"argument {args[0]}" in proc.stderr, proc.stderr
