@@ -784,3 +784,17 @@ def test_unexpected_parse_errors_are_the_archives_verdict(tmp_path: Path) -> Non
                    + blocks(b"x"))
     with pytest.raises(ArchiveError, match="not a readable tar archive"):
         filter_submission(path, EVERYTHING)
+
+
+def test_memory_holds_one_members_headers_not_the_archives(tmp_path: Path) -> None:
+    """tarfile keeps every member it read, pax records and all: 200 members with 100 KB of
+    tiny pax records each would hold ~300 MB of Python objects at the end."""
+    import resource
+
+    records = pax_records({f"k{i}": "" for i in range(10_000)})
+    one = records + header("f", 1) + blocks(b"x")
+    path = raw_tar(tmp_path, one * 200)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with filter_submission(path, EVERYTHING) as filtered:
+        assert filtered.refused is None and filtered.members == ["f"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 64 << 10  # KiB
