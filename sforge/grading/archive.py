@@ -28,8 +28,14 @@ Decisions (see the issue; each one is a trade-off written down):
   PATH_MAX, a symlink target over PATH_MAX) are rejected members with that reason, so the
   Docker daemon never sees them. Listed paths are cut at MAX_LISTED_NAME characters.
 * A file that is not a tar archive (or is corrupt) raises ArchiveError naming the file; the
-  judge turns it into the submission's invalid result. A zero-byte file is not a tar
+  judge turns it into the submission's invalid result. So does any other error tarfile
+  raises on hostile headers (_PARSE_ERRORS): reading an archive ends in a verdict or an
+  InfrastructureError, never another exception. A zero-byte file is not a tar
   archive; an archive with zero members is fine.
+* Refused as a whole before tarfile holds what they describe: a sparse member (its map may
+  be any length; no submission tool writes one), a negative size, and a run of more than
+  MAX_EXTENSION_CHAIN extension headers (tarfile reads them recursively). tarfile's list of
+  members read so far is emptied after each one, so memory is one member's headers.
 * Exclude patterns: a pattern without glob characters (`*?[`) is a path prefix matched
   component-wise (`build`, `build/` and `./build` all drop `build` and everything under it, but
   not `builder` or `src/build`). A glob without `/` (`*.o`, `__pycache__*`) matches any path
@@ -41,7 +47,7 @@ Decisions (see the issue; each one is a trade-off written down):
   than "inside cwd": a link `solution.txt -> tests/expected.txt` would let a submission read the
   grader's hidden files as its answer). Symlinks are written last, so no member is ever extracted
   through one, and any member whose path passes through a symlink member (kept or rejected) is
-  rejected. Link loops are rejected.
+  rejected. Link loops are rejected, and so are links nested more than MAX_SYMLINK_DEPTH deep.
 * A later member with the same path replaces an earlier one (tar semantics). A member under a
   regular file (`f` then `f/x`), or a file or symlink replacing a directory that already holds
   accepted members, is rejected: Docker would fail or silently drop files.
@@ -59,23 +65,36 @@ Decisions (see the issue; each one is a trade-off written down):
   cannot be resolved outside the judge and are dropped; the output carries each ACL both ways
   (Docker's extraction reads the xattr, GNU tar the text). Whatever is changed is listed per
   member in `changed`, so a stripped bit is never silent. xattr bytes count toward max_bytes.
+  What the daemon or kernel would refuse at extraction is normalised or dropped here, and
+  listed in `changed` (an error there would be Docker trouble, failing every later grade):
+  mtime clamped to 0..MAX_MTIME, ids outside 0..MAX_ID become 0, ACLs checked by the
+  kernel's rules (default ACLs on directories only), xattr names up to XATTR_NAME_MAX
+  bytes, at most XATTR_SPACE bytes of xattrs per member.
 * A wrongly rooted archive (everything under one top directory `app/`, as `docker cp ctr:/app -`
   makes) is detected: when nothing of it is selected but would be without that directory, or
   when the directory is named like cwd itself, `warnings` says so.
-* Output: mtimes are kept (build tools care). The tar is PAX format (long names, xattrs),
-  names encoded as given (surrogateescape).
+* Output: mtimes are kept (build tools care), in whole seconds. The tar is PAX format (long
+  names, xattrs), names encoded as given (surrogateescape).
 """
 
 from __future__ import annotations
 
+import lzma
+import struct
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from sforge.benchmark.model import SubmissionRules
 from sforge.core.errors import InfrastructureError, SforgeError
-from sforge.grading.archive_limits import HEADER_ALLOWANCE, MAX_XATTRS, ArchiveLimits
+from sforge.grading.archive_limits import (
+    HEADER_ALLOWANCE,
+    MAX_LISTED_NAME,
+    MAX_XATTRS,
+    ArchiveLimits,
+)
 from sforge.grading.member_filter import MemberFilter
 from sforge.grading.results import Changed, Rejected
 from sforge.grading.tar_metadata import TooManyXattrs
@@ -83,10 +102,16 @@ from sforge.grading.tar_stream import (
     CappedReader,
     Corrupt,
     HeaderTooLarge,
+    Refused,
     TooLarge,
     decompressed,
     new_spool,
 )
+
+# What reading hostile input may raise besides tarfile's own errors (a pax number that is no
+# number, a header recursion, a decoder's error): the archive is unreadable, never a traceback.
+_PARSE_ERRORS = (ValueError, OverflowError, RecursionError, EOFError, IndexError, KeyError,
+                 struct.error, zlib.error, lzma.LZMAError)
 
 
 class ArchiveError(SforgeError):
@@ -158,8 +183,9 @@ def filter_submission(archive: Path, rules: SubmissionRules,
             with tarfile.open(fileobj=reader, mode="r|",  # type: ignore[call-overload]
                               encoding="utf-8", errors="surrogateescape",
                               tarinfo=filt.tarinfo_class()) as tar:
-                for member in tar:
+                while (member := tar.next()) is not None:
                     filt.add(tar, member)
+                    tar.members.clear()  # held: one member's headers, never the archive's
         filt.finish_links()
         out.close()
     except HeaderTooLarge as exc:
@@ -173,6 +199,9 @@ def filter_submission(archive: Path, rules: SubmissionRules,
                   if filt.count > limits.max_members
                   else f"archive exceeds {limits.max_bytes} bytes uncompressed")
         return FilteredArchive(data=new_spool(), size=0, refused=reason)
+    except Refused as exc:
+        spool.close()
+        return FilteredArchive(data=new_spool(), size=0, refused=str(exc))
     except TooManyXattrs as exc:
         spool.close()
         return FilteredArchive(data=new_spool(), size=0, refused=f"member {exc} has more than "
@@ -187,6 +216,11 @@ def filter_submission(archive: Path, rules: SubmissionRules,
     except OSError as exc:
         spool.close()
         raise InfrastructureError(f"cannot write the filtered copy of {archive}: {exc}") from None
+    except _PARSE_ERRORS as exc:  # hostile input tarfile did not foresee: still a verdict
+        spool.close()
+        what = f"{type(exc).__name__}: {exc}"[:MAX_LISTED_NAME]
+        raise ArchiveError(f"submission archive {archive} is not a readable tar archive "
+                           f"({what})") from None
     except BaseException:
         spool.close()
         raise

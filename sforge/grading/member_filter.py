@@ -3,18 +3,26 @@ metadata rules) or rejected with its reason; symlinks decided last, once all are
 
 from __future__ import annotations
 
+import math
 import posixpath
 import tarfile
+from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from sforge.benchmark.model import SubmissionRules
 from sforge.grading.archive_limits import (
     MAX_EXTENSION_BYTES,
+    MAX_EXTENSION_CHAIN,
+    MAX_ID,
     MAX_LISTED_NAME,
     MAX_LISTED_REJECTED,
+    MAX_MTIME,
+    MAX_SYMLINK_DEPTH,
     MAX_XATTRS,
     NAME_MAX,
     PATH_MAX,
+    XATTR_NAME_MAX,
+    XATTR_SPACE,
     ArchiveLimits,
 )
 from sforge.grading.results import Changed, Rejected
@@ -30,7 +38,7 @@ from sforge.grading.tar_metadata import (
     out_info,
     raw_bytes,
 )
-from sforge.grading.tar_stream import HeaderTooLarge, SpoolSlice, TooLarge
+from sforge.grading.tar_stream import HeaderTooLarge, Refused, SpoolSlice, TooLarge
 
 
 def _listed(path: str) -> str:
@@ -51,6 +59,34 @@ def _name_problem(path: str, cwd: str) -> str | None:
     if full >= PATH_MAX:
         return f"path of {full} bytes under cwd (the platform's limit is {PATH_MAX - 1} bytes)"
     return None
+
+
+def _mtime(value: float) -> int:
+    """An mtime as written: within 0..MAX_MTIME (not-a-number is 0)."""
+    if math.isnan(value) or value <= 0:
+        return 0
+    return MAX_MTIME if value >= MAX_MTIME else int(value)
+
+
+def _xattr_cost(name: str, value: str) -> int:
+    """Bytes an xattr takes in ext4's xattr block: a 16-byte entry, name and value padded."""
+    return 16 + -(-len(raw_bytes(name)) // 4) * 4 + -(-len(raw_bytes(value)) // 4) * 4
+
+
+def _sparse(name: str) -> Refused:
+    return Refused(f"sparse member {_listed(name)!r} not accepted (no submission tool writes "
+                   "one: pack without --sparse)")
+
+
+@dataclass
+class _Walk:
+    """One symlink being resolved: the directory reached so far and the target's parts left."""
+    path: str
+    here: list[str]
+    parts: list[str]  # reversed: the next part is last
+    depth: int = 1  # links nested in its resolution, itself included
+    pending: str = ""  # a link met on the way, whose answer is awaited
+    done: tuple[str | None, int, str] | None = field(default=None)
 
 
 def _normalize(name: str) -> tuple[str, str | None]:
@@ -81,7 +117,10 @@ class MemberFilter:
         self.links: dict[str, tuple[str, MemberMeta]] = {}  # pending symlinks: path -> target, meta
         self.parents: set[str] = set()  # directories that hold accepted members
         self.symlinks: set[str] = set()  # every symlink member's path, rejected ones too
-        self.resolved: dict[str, str | None] = {}  # symlink path -> where it leads (memo)
+        # symlink path -> (where it leads or None, links nested, why None: "leaves" | "loops" |
+        # "deep"); memoized
+        self.resolved: dict[str, tuple[str | None, int, str]] = {}
+        self.chain = 0  # extension headers met in a row
         self.rejected: list[Rejected] = []
         self.omitted = 0
         self.rule_dirs: set[str] = set()  # directories listed as left out by the rules
@@ -134,6 +173,15 @@ class MemberFilter:
         if (uid or gid) and "owner" not in self.keep:
             self.change(path, f"owner {uid}:{gid} -> 0:0 (task keeps no owners)")
             uid = gid = 0
+        elif not (0 <= uid <= MAX_ID and 0 <= gid <= MAX_ID):
+            new_uid, new_gid = (i if 0 <= i <= MAX_ID else 0 for i in (uid, gid))
+            self.change(path, f"owner {uid}:{gid} -> {new_uid}:{new_gid} (outside the "
+                        f"platform's ids, 0..{MAX_ID})")
+            uid, gid = new_uid, new_gid
+        mtime = _mtime(m.mtime)
+        if not 0 <= m.mtime <= MAX_MTIME:  # NaN too
+            self.change(path, f"mtime {m.mtime!r} -> {mtime} (outside what a tar header "
+                        f"holds, 0..{MAX_MTIME})")
         xattrs: dict[str, str] = {}
         acl_text: dict[str, str] = {}
         for key, value in m.pax_headers.items():
@@ -147,6 +195,7 @@ class MemberFilter:
                                                                  *acl_text.items()]))
         kept: dict[str, str] = {}
         for name, value in xattrs.items():
+            shown = _listed(name).replace("\0", "\\x00")
             if name in ACL_XATTRS:
                 if "acl" not in self.keep:
                     self.change(path, f"ACL {name} dropped (task keeps no ACLs)")
@@ -157,12 +206,17 @@ class MemberFilter:
                 else:
                     kept[name] = value
             elif name.startswith("user."):
-                if "xattr" in self.keep and not link:
-                    kept[name] = value
+                if "xattr" not in self.keep or link:
+                    self.change(path, f"xattr {shown} dropped (task keeps no xattrs)")
+                elif name == "user." or "\0" in name:
+                    self.change(path, f"xattr {shown} dropped: not a name the kernel accepts")
+                elif len(raw_bytes(name)) > XATTR_NAME_MAX:
+                    self.change(path, f"xattr {shown} dropped: name over {XATTR_NAME_MAX} bytes "
+                                "(the platform's limit)")
                 else:
-                    self.change(path, f"xattr {name} dropped (task keeps no xattrs)")
+                    kept[name] = value
             else:
-                self.change(path, f"xattr {name} dropped (only user.* xattrs and ACLs are "
+                self.change(path, f"xattr {shown} dropped (only user.* xattrs and ACLs are "
                             "kept)")
         for name, text in acl_text.items():
             if name in kept or name in xattrs:
@@ -174,9 +228,30 @@ class MemberFilter:
             for entry in dropped:
                 self.change(path, f"ACL entry {entry!r} of {name} dropped: only numeric ids "
                             "can be kept (pack with GNU tar --xattrs --xattrs-include='*')")
-            if len(acl) > 4:
+            if acl_valid(acl):
                 kept[name] = acl.decode("utf-8", "surrogateescape")
-        return MemberMeta(mode, m.mtime, uid, gid, tuple(sorted(kept.items())))
+            elif len(acl) > 4:
+                self.change(path, f"ACL {name} dropped: not a valid POSIX ACL")
+        default = ACL_XATTRS[1]
+        if default in kept and not m.isdir():
+            del kept[default]
+            self.change(path, f"ACL {default} dropped (only directories have a default ACL)")
+        return MemberMeta(mode, mtime, uid, gid, self.fitting(path, kept))
+
+    def fitting(self, path: str, kept: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        """The kept xattrs that fit in XATTR_SPACE, ACLs first; each one left out is listed."""
+        room = XATTR_SPACE
+        fit = []
+        for name, value in sorted(kept.items(), key=lambda kv: (kv[0] not in ACL_XATTRS,
+                                                                kv[0])):
+            cost = _xattr_cost(name, value)
+            if cost > room:
+                self.change(path, f"xattr {_listed(name)} dropped: the member's xattrs would "
+                            f"exceed {XATTR_SPACE} bytes (what a filesystem holds per file)")
+                continue
+            room -= cost
+            fit.append((name, value))
+        return tuple(sorted(fit))
 
     def grow(self, size: int) -> None:
         """Count `size` bytes against the archive's bound; raises TooLarge beyond it."""
@@ -187,20 +262,51 @@ class MemberFilter:
     def header(self, info: tarfile.TarInfo) -> None:
         """Called for every header as tarfile meets it, before an extension record is read."""
         self.grow(tarfile.BLOCKSIZE)
+        if info.size < 0:
+            raise Refused(f"member {_listed(info.name)!r} has a negative size")
         limit = MAX_EXTENSION_BYTES.get(info.type)
+        self.chain = self.chain + 1 if limit is not None else 0
+        if self.chain > MAX_EXTENSION_CHAIN:
+            raise Refused(f"archive has more than {MAX_EXTENSION_CHAIN} extension headers in a "
+                          "row (long-name or pax headers before one member)")
         if limit is not None:
             self.grow(info.size)
             if info.size > limit:
                 raise HeaderTooLarge(info.size, limit)
 
     def tarinfo_class(self) -> type[tarfile.TarInfo]:
-        """A TarInfo class that reports each header to `header` before its extensions are read."""
+        """A TarInfo class that reports each header to `header` before its extensions are read,
+        and refuses a sparse member before tarfile reads its map (a map of any length would
+        be held in memory before any cap applies) and a negative size from a pax record."""
         filt = self
 
         class _CountedInfo(tarfile.TarInfo):
             def _proc_member(self, tarfile_: tarfile.TarFile):  # type: ignore[override]
                 filt.header(self)
                 return super()._proc_member(tarfile_)  # type: ignore[misc]
+
+            def _proc_sparse(self, tarfile_: tarfile.TarFile):  # type: ignore[override]
+                raise _sparse(self.name)  # old GNU 'S': its map continues in later blocks
+
+            def _proc_gnusparse_00(self, next_: tarfile.TarInfo, pax: dict,  # type: ignore[override]
+                                   buf: bytes) -> None:
+                raise _sparse(pax.get("GNU.sparse.name", next_.name))
+
+            def _proc_gnusparse_01(self, next_: tarfile.TarInfo,  # type: ignore[override]
+                                   pax: dict) -> None:
+                raise _sparse(pax.get("GNU.sparse.name", next_.name))
+
+            def _proc_gnusparse_10(self, next_: tarfile.TarInfo, pax: dict,  # type: ignore[override]
+                                   tarfile_: tarfile.TarFile) -> None:
+                raise _sparse(pax.get("GNU.sparse.name", next_.name))
+
+            def _apply_pax_info(self, pax: dict, encoding: str,  # type: ignore[override]
+                                errors: str) -> None:
+                if any(k.startswith("GNU.sparse.") for k in pax):
+                    raise _sparse(pax.get("GNU.sparse.name", self.name))
+                super()._apply_pax_info(pax, encoding, errors)  # type: ignore[misc]
+                if self.size < 0:
+                    raise Refused(f"member {_listed(self.name)!r} has a negative size")
 
         return _CountedInfo
 
@@ -285,43 +391,78 @@ class MemberFilter:
 
     # -- symlinks, last --------------------------------------------------------------------------
     def resolve(self, path: str) -> str | None:
-        """Where the symlink at `path` leads (relative to cwd), or None if it leaves cwd or loops.
+        """Where the symlink at `path` leads (relative to cwd), or None if it leaves cwd, loops
+        or nests more than MAX_SYMLINK_DEPTH links deep (why: `self.resolved[path][2]`).
 
-        Memoized, so a hostile web of links costs linear time; a link met again while it is
-        being resolved is a loop.
+        Iterative, with every link's answer memoized: a chain of any length costs no stack,
+        and a hostile web of links costs linear time. A link met again while it is being
+        resolved is a loop.
         """
-        if path in self.resolved:
-            return self.resolved[path]
-        self.resolved[path] = None
-        result = self._walk(path.split("/")[:-1], self.links[path][0])
-        self.resolved[path] = result
-        return result
+        if path not in self.resolved:
+            self._resolve_from(path)
+        return self.resolved[path][0]
 
-    def _walk(self, here: list[str], target: str) -> str | None:
-        if target.startswith("/"):
-            return None
-        for part in target.split("/"):
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if not here:
-                    return None
-                here.pop()
-                continue
-            here.append(part)
-            joined = "/".join(here)
-            if joined in self.links:
-                resolved = self.resolve(joined)
-                if resolved is None:
-                    return None
-                here = resolved.split("/") if resolved else []
-        return "/".join(here)
+    def _walk(self, path: str) -> _Walk:
+        target = self.links[path][0]
+        return _Walk(path, path.split("/")[:-1], target.split("/")[::-1],
+                     done=(None, 1, "leaves") if target.startswith("/") else None)
+
+    def _resolve_from(self, start: str) -> None:
+        stack = [self._walk(start)]
+        active = {start}
+        while stack:
+            w = stack[-1]
+            if w.done is None:
+                self._step(w, stack, active)
+            if w.done is not None:
+                self.resolved[w.path] = w.done
+                active.discard(w.path)
+                stack.pop()
+
+    def _step(self, w: _Walk, stack: list[_Walk], active: set[str]) -> None:
+        """Advance `w` by one part of its target, or by the answer of the link it awaited;
+        push a walk for a link met on the way. Sets `w.done` when it is decided."""
+        if w.pending:
+            where, depth, why = self.resolved[w.pending]
+            w.pending = ""
+            w.depth = max(w.depth, depth + 1)
+            if where is None or w.depth > MAX_SYMLINK_DEPTH:
+                w.done = (None, w.depth, why if where is None else "deep")
+            else:
+                w.here = where.split("/") if where else []
+            return
+        if not w.parts:
+            w.done = ("/".join(w.here), w.depth, "")
+            return
+        part = w.parts.pop()
+        if part in ("", "."):
+            return
+        if part == "..":
+            if not w.here:
+                w.done = (None, w.depth, "leaves")
+            else:
+                w.here.pop()
+            return
+        w.here.append(part)
+        joined = "/".join(w.here)
+        if joined not in self.links:
+            return
+        if joined in self.resolved:
+            w.pending = joined
+        elif joined in active:
+            w.done = (None, w.depth, "loops")
+        else:
+            w.pending = joined
+            stack.append(self._walk(joined))
+            active.add(joined)
 
     def finish_links(self) -> None:
         """Decide the pending symlinks once all members are known: kept only inside the paths."""
         for path, (target, meta) in list(self.links.items()):
             resolved = self.resolve(path)
-            if resolved is None:
+            if resolved is None and self.resolved[path][2] == "deep":
+                reason = f"symlink to {target!r} follows more than {MAX_SYMLINK_DEPTH} symlinks"
+            elif resolved is None:
                 reason = f"symlink to {target!r} leaves the working directory (or loops)"
             elif resolved and self.sel.reason(resolved):
                 reason = (f"symlink to {target!r} points outside the [submission] paths "

@@ -26,7 +26,7 @@ class TooManyXattrs(Exception):
 class MemberMeta:
     """What a member carries besides its bytes, as it will be written."""
     mode: int
-    mtime: float
+    mtime: int  # within 0..MAX_MTIME
     uid: int = 0
     gid: int = 0
     xattrs: tuple[tuple[str, str], ...] = ()
@@ -38,7 +38,7 @@ def out_info(name: str, kind: bytes, meta: MemberMeta, size: int = 0,
     info = tarfile.TarInfo(name)
     info.type = kind
     info.mode = meta.mode
-    info.mtime = max(0, int(meta.mtime))
+    info.mtime = meta.mtime
     info.size = size
     info.linkname = linkname
     info.uid, info.gid = meta.uid, meta.gid
@@ -70,13 +70,33 @@ def raw_bytes(value: str) -> bytes:
 
 
 def acl_valid(value: bytes) -> bool:
-    """A well-formed Linux posix_acl_xattr value (version 2, known tags and perms)."""
-    if len(value) < 4 or (len(value) - 4) % 8 or struct.unpack_from("<I", value)[0] != 2:
+    """A posix_acl_xattr value the Linux kernel accepts (posix_acl_valid): version 2; in tag
+    order one user_obj, named users, one group_obj, named groups, a mask (required when named
+    entries exist), one other; perms within rwx; named entries with a real id."""
+    if len(value) <= 4 or (len(value) - 4) % 8 or struct.unpack_from("<I", value)[0] != 2:
         return False
-    tags = set(_ACL_TAGS.values())
-    return all(struct.unpack_from("<HHI", value, off)[0] in tags and
-               struct.unpack_from("<HHI", value, off)[1] <= 7
-               for off in range(4, len(value), 8))
+    t = _ACL_TAGS
+    state, needs_mask = "user_obj", False
+    for off in range(4, len(value), 8):
+        tag, perm, who = struct.unpack_from("<HHI", value, off)
+        if perm & ~7:
+            return False
+        if tag == t["user_obj"] and state == "user_obj":
+            state = "user"
+        elif tag in (t["user"], t["group"]) and state == ("user" if tag == t["user"] else
+                                                          "group"):
+            if who == _ACL_UNDEFINED:
+                return False
+            needs_mask = True
+        elif tag == t["group_obj"] and state == "user":
+            state = "group"
+        elif tag == t["mask"] and state == "group":
+            state = "other"
+        elif tag == t["other"] and (state == "other" or (state == "group" and not needs_mask)):
+            state = "done"
+        else:
+            return False
+    return state == "done"
 
 
 def acl_from_text(text: str) -> tuple[bytes, list[str]]:

@@ -25,6 +25,10 @@ class HeaderTooLarge(TooLarge):
         self.size, self.limit = size, limit
 
 
+class Refused(Exception):
+    """The archive breaks a rule that refuses it as a whole; the message is the reason."""
+
+
 class Corrupt(Exception):
     """The compressed stream cannot be decoded."""
 

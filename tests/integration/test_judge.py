@@ -708,6 +708,54 @@ def test_submission_metadata_reaches_the_judge(client, judges, tmp_path: Path) -
     assert other["details"] == r.details and other["score"] == r.score
 
 
+def _poison(tmp_path: Path, name: str, info: tarfile.TarInfo) -> Path:
+    path = tmp_path / f"{name}.tar"
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
+        tar.addfile(info, io.BytesIO(b"42"))
+    return path
+
+
+def _solution(**pax: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo("solution.txt")
+    info.size, info.pax_headers = 2, pax
+    return info
+
+
+@docker_test
+@pytest.mark.parametrize(("name", "pax", "change"), [
+    ("huge-owner", {"uid": "99999999999999999999999", "gid": "99999999999999999999999"},
+     "owner 99999999999999999999999:99999999999999999999999 -> 0:0"),
+    ("far-mtime", {"mtime": "1e30"}, f"mtime 1e+30 -> {8**11 - 1}"),
+    ("big-xattr", {"SCHILY.xattr.user.big": "A" * 10_000}, "xattr user.big dropped"),
+    ("long-xattr-name", {"SCHILY.xattr.user." + "n" * 300: "v"},
+     f"xattr user.{'n' * 300} dropped"),
+    ("bad-acl", {"SCHILY.xattr.system.posix_acl_access":  # a user_obj entry, nothing else
+                 _acl((1, 7, _NOONE)).decode("utf-8", "surrogateescape")},
+     "ACL system.posix_acl_access dropped"),
+])
+def test_headers_the_daemon_refuses_never_reach_it(client, judges, tmp_path: Path, name: str,
+                                                    pax: dict, change: str) -> None:
+    """Each of these made put_archive fail ("invalid tar header", "no space left on device",
+    "numerical result out of range", "invalid argument"): an infrastructure error, so no
+    result was written and every later grade failed again. Now the value is normalised or
+    dropped, said under `changed`, and the submission graded."""
+    r = grade(client, judges, "inspect", _poison(tmp_path, name, _solution(**pax)))
+    assert (r.valid, r.score) == (True, 42.0), r.reason
+    assert [c.change.split(" (")[0].split(": ")[0] for c in r.changed] == [change]
+
+
+@docker_test
+def test_negative_size_is_an_invalid_result(client, judges, tmp_path: Path) -> None:
+    """A pax size of -1 was "cannot write the filtered copy" (exit 4): now a verdict."""
+    log_path = tmp_path / "neg.log"
+    r = grade(client, judges, "inspect", _poison(tmp_path, "neg", _solution(size="-1")),
+              log_path=log_path)
+    assert (r.valid, r.score, r.reason) == (
+        False, None, "member 'solution.txt' has a negative size")
+    assert "archive refused" in log_path.read_text()
+
+
 @docker_test
 def test_wrongly_rooted_archive_said_in_the_summary(client, judges, make_archive) -> None:
     archive = make_archive(d("app"), reg("app/solution.txt", b"9"))
