@@ -1,19 +1,21 @@
 """A task's reference solution run in its work image: the script (e.g. solution/solve.sh)
 copied in, run in cwd as its author wrote it, then the working directory packed with its
-metadata (modes, numeric owners, ACLs, xattrs) into a .tar.gz. `sforge import` stores it as a
+metadata (modes, numeric owners, ACLs, xattrs) into a .tar.gz of what `[submission]` selects,
+as the agent's sforge-submit packs it. `sforge import` stores it as a
 reference submission, `sforge check --integrity` grades it."""
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
+import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from sforge.containers.engine import ContainerSpec, EngineError, ExtractConflict
 from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.grading.submission_pack import pack_selected
 
 if TYPE_CHECKING:
     from sforge.containers.engine import ContainerEngine
@@ -50,7 +52,8 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
                    timeout: float | None = None, script: str = "solution/solve.sh") -> Path:
     """Run `script` (relative to the task directory; its folder is copied to the same path
     under /) of `task` (a loaded sforge Task) in a container of its work image and store cwd
-    as a .tar.gz at `out`. Raises SforgeError when the solution fails."""
+    as a .tar.gz at `out`, as sforge-submit would pack it there (only what `[submission]`
+    selects; sforge.grading.submission_pack). Raises SforgeError when the solution fails."""
     if not (task.dir / script).is_file():
         raise SforgeError(f"{task.id}: no {script}")
     cwd = task.environment.cwd
@@ -92,7 +95,13 @@ def make_reference(engine: ContainerEngine, work_tag: str, task, out: Path,
             engine.remove_container(cid)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    with gzip.GzipFile(tmp, "wb", mtime=0) as gz:
-        gz.write(data)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar, \
+                pack_selected(tar, task.submission) as src, tmp.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except tarfile.TarError as exc:
+        tmp.unlink(missing_ok=True)
+        raise SforgeError(f"{task.id}: the packed working directory is not readable: "
+                          f"{exc}") from None
     tmp.replace(out)
     return out

@@ -14,6 +14,7 @@ import io
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 from sforge.benchmark.images import ImageRef
 from sforge.benchmark.model import Task
@@ -27,6 +28,7 @@ from sforge.benchmark.verdicts import (
 )
 from sforge.build.solution import make_reference
 from sforge.check.findings import Finding
+from sforge.check.image_files import exported
 from sforge.check.leaks import Keep, leak_findings
 from sforge.check.probes import FAKE_SCORE, Workspace, probes
 from sforge.check.toml_positions import locate
@@ -36,6 +38,7 @@ from sforge.commands.references import judge_repeatedly
 from sforge.containers.docker import engine as shared_engine
 from sforge.core.clock import now_iso
 from sforge.core.errors import InfrastructureError, SforgeError
+from sforge.grading.archive import filter_submission
 from sforge.grading.contract import archive_limits
 from sforge.grading.results import EvalResult
 from sforge.plan.pipeline import Pipeline
@@ -62,10 +65,10 @@ class Graded:
                                           else "")
 
 
-def grade_bytes(pipe: Pipeline, task: Task, data: bytes) -> Graded:
-    """Store `data` in the experiments store and grade it like any eval (its result cached
-    under its eval key)."""
-    sub = store_archive(pipe.layout.experiments, SOURCE, task.id, io.BytesIO(data), now_iso())
+def grade_archive(pipe: Pipeline, task: Task, data: IO[bytes]) -> Graded:
+    """Store the archive read from `data` in the experiments store and grade it like any
+    eval (its result cached under its eval key)."""
+    sub = store_archive(pipe.layout.experiments, SOURCE, task.id, data, now_iso())
     result: EvalResult = grade(pipe, pipe.eval_target(task.id, sub.sha256, sub.path))
     return Graded(result.valid, result.score if result.valid else None,
                   result.reason or result.summary, sub.sha256, sub.path)
@@ -78,11 +81,19 @@ def check_leaks(pipe: Pipeline, task: Task, keep: Keep | None = None) -> list[Fi
                          pipe.bench.canary, pipe.bench.root / "benchmark.toml", keep)
 
 
-def check_noop(pipe: Pipeline, task: Task, noop: bytes,
+def check_noop(pipe: Pipeline, task: Task, noop: IO[bytes],
                reference: Graded | None) -> list[Finding]:
-    """Check 2: the workspace as shipped, graded, scores no more than the task's floor."""
-    got = grade_bytes(pipe, task, noop)
+    """Check 2: the workspace as shipped (what sforge-submit would pack from it), graded,
+    scores no more than the task's floor; one the judge refuses whole (over the archive
+    limits) proves nothing, and is an error."""
+    got = grade_archive(pipe, task, noop)
     toml = task.toml_path
+    if not got.valid and (refused := _refusal(pipe, task, got.archive)):
+        return [Finding(toml, locate(toml, "submission.paths"), "integrity-noop",
+                        "that the workspace as shipped pays nothing cannot be proven: the "
+                        f"workspace as shipped is refused: {refused}; keep what [submission] "
+                        "paths select in cwd within the archive limits (or leave the rest "
+                        "out with exclude)")]
     pays = above_floor(task, got.valid, got.score)
     if pays is None and reference is not None:
         pays = at_least(task, got.score, reference.score)
@@ -100,6 +111,13 @@ def check_noop(pipe: Pipeline, task: Task, noop: bytes,
     return []
 
 
+def _refusal(pipe: Pipeline, task: Task, archive: Path) -> str | None:
+    """Why the judge refuses `archive` as a whole (the archive limits), or None."""
+    with filter_submission(archive, task.submission, archive_limits(pipe.config),
+                           task.environment.cwd) as out:
+        return out.refused
+
+
 def reference_archive(pipe: Pipeline, task: Task) -> bytes | None:
     """The bytes of the declared reference: its archive, or its script's output (made once
     per work image and script, kept under <results>/check/reference/)."""
@@ -113,6 +131,8 @@ def reference_archive(pipe: Pipeline, task: Task) -> bytes | None:
     folder = task.dir / Path(ref.script).parent
     files = [task.dir / ref.script] if folder == task.dir else folder.rglob("*")
     digest = hashlib.sha256(work.tag.encode())
+    sub = task.submission  # what is packed of cwd
+    digest.update(repr((sub.paths, sub.exclude)).encode() + b"\0")
     for path in sorted(p for p in files if p.is_file()):
         digest.update(str(path.relative_to(task.dir)).encode() + b"\0" + path.read_bytes())
     out = pipe.layout.reference_archive(task.id, f"{digest.hexdigest()[:16]}.tar.gz")
@@ -124,7 +144,7 @@ def reference_archive(pipe: Pipeline, task: Task) -> bytes | None:
 def check_reference(pipe: Pipeline, task: Task, data: bytes,
                     repeat: int) -> tuple[Graded, list[Finding]]:
     """Check 3: the reference scores full marks; with `repeat` ≥ 2, the same each time."""
-    got = grade_bytes(pipe, task, data)
+    got = grade_archive(pipe, task, io.BytesIO(data))
     toml = task.toml_path
     line = locate(toml, "reference")
     found = []
@@ -151,7 +171,7 @@ def check_probes(pipe: Pipeline, task: Task, dirs: set[str],
     if reference is not None and above_floor(task, reference.valid, reference.score) is False:
         reference = None  # a reference at the floor says nothing about what a probe got
     for probe in probes(task, dirs, archive_limits(pipe.config).max_bytes):
-        got = grade_bytes(pipe, task, probe.data)
+        got = grade_archive(pipe, task, io.BytesIO(probe.data))
         if not got.valid or got.score is None:
             continue
         fooled = (abs(got.score) >= FAKE_SCORE / 10 or bool(above_floor(task, True, got.score))
@@ -169,9 +189,12 @@ def check_probes(pipe: Pipeline, task: Task, dirs: set[str],
 
 def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     """All four checks for one task whose images are built."""
-    workspace = Workspace(task.environment.cwd)
-    found = check_leaks(pipe, task, workspace.add)  # one export: leaks and the no-op
-    noop, dirs = workspace.archive(), workspace.dirs
+    workspace = Workspace(task.environment.cwd, task.submission)
+    found = check_leaks(pipe, task, workspace.take)  # one export: leaks and the no-op
+    if workspace.pending:  # hard links in cwd to files not packed: their bytes, read again
+        with exported(shared_engine(), pipe.refs[task.id]["work"].tag, task.id) as stream:
+            workspace.resolve(stream)
+    dirs = workspace.dirs
     reference: Graded | None = None
     try:
         data = reference_archive(pipe, task)
@@ -187,7 +210,8 @@ def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     elif repeat >= 2 and task.reference is None:
         found.append(Finding(task.toml_path, None, "nondeterministic-grader",
                              "no [reference] to repeat", "warning"))
-    found += check_noop(pipe, task, noop, reference)
+    with workspace.archive() as noop:
+        found += check_noop(pipe, task, noop, reference)
     found += check_probes(pipe, task, dirs, reference)
     return found
 

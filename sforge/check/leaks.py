@@ -9,7 +9,6 @@ benchmark canary in a file, a git object or an environment variable.
 from __future__ import annotations
 
 import hashlib
-import io
 import posixpath
 import tarfile
 import tempfile
@@ -20,9 +19,9 @@ from typing import IO, Any
 
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
-from sforge.check.git_leaks import GitCopy, Sink, git_findings, inside, repo_part
+from sforge.check.git_leaks import GitCopy, git_findings, inside, repo_part
 from sforge.check.image_files import exported
-from sforge.check.streams import CHUNK, Needle, member_path
+from sforge.check.streams import CHUNK, ByteSink, Needle, member_path
 from sforge.containers.engine import ContainerEngine
 
 MIN_BYTES = 16  # smaller files (empty __init__.py, a newline) match by chance
@@ -83,27 +82,29 @@ def _members(stream) -> Iterator[tuple[tarfile.TarInfo, str, tarfile.TarFile]]:
 
 
 def _scan(data: IO[bytes], want_hash: bool, canary: bytes | None,
-          copy: Sink | None) -> tuple[str | None, bool]:
+          copies: list[ByteSink]) -> tuple[str | None, bool]:
     """(sha256 when asked, whether the canary is in it) of one member's bytes, read once
-    (and written to `copy` on the way)."""
+    (and written to each of `copies` on the way)."""
     h = hashlib.sha256() if want_hash else None
     search = Needle(canary)
     while chunk := data.read(CHUNK):
         if h is not None:
             h.update(chunk)
         search.feed(chunk)
-        if copy is not None:
+        for copy in copies:
             copy.write(chunk)
     return (h.hexdigest() if h else None), search.found
 
 
-Keep = Callable[[tarfile.TarInfo, bytes | None], None]
+# Given each exported member under cwd, → where its bytes go (the scan writes them all as it
+# reads them, then closes it), or None.
+Keep = Callable[[tarfile.TarInfo], ByteSink | None]
 
 
 def leak_findings(engine: ContainerEngine, task: Task, work_tag: str, canary: str | None,
                   canary_file: Path, keep: Keep | None = None) -> list[Finding]:
     """Every leak of `task`'s hidden files into its work image `work_tag`; `keep` gets each
-    member under cwd with its bytes (one export serves the no-op submission too)."""
+    member under cwd and its bytes (one export serves the no-op submission too)."""
     env = engine.image_env(work_tag)
     with exported(engine, work_tag, task.id) as stream:
         return scan_image(stream, task, canary, canary_file, keep, env)
@@ -127,22 +128,16 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
     with tempfile.TemporaryDirectory(prefix="sforge-git-") as tmp:
         repos = GitCopy(Path(tmp))
         in_repos: list[tuple[str, Finding]] = []
+        # image path of a regular file → what its content is (a hidden file, the canary):
+        # a hard link to it is the same file under another name
+        hits: dict[str, tuple[Path | None, bool]] = {}
         for m, path, tar in _members(stream):
             in_cwd = inside(path, cwd)
             rel = posixpath.relpath(path, cwd) if in_cwd else None
-            body: bytes | None = None
-            if in_cwd and keep is not None:
-                fh = tar.extractfile(m) if m.isreg() else None
-                body = fh.read() if fh is not None else None
-                keep(m, body)
-
-            def content(m: tarfile.TarInfo = m, body: bytes | None = body,
-                        tar: tarfile.TarFile = tar) -> IO[bytes] | None:
-                return io.BytesIO(body) if body is not None else tar.extractfile(m)
-
+            kept = keep(m) if in_cwd and keep is not None else None
             copy = repos.take(m, path)  # a member of a repository is scanned all the same
             try:
-                if m.isreg() and rel is not None:
+                if (m.isreg() or m.islnk()) and rel is not None:
                     # names inside a repository are git's own (refs, logs): judged after it
                     named = _name_findings(path, rel, hidden, task)
                     if repo_part(path) is None:
@@ -150,11 +145,18 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
                     else:
                         in_repos += [(path, f) for f in named]
                 if m.isreg():
-                    out += _content_findings(m, path, content, copy, hidden, task, needle,
-                                             canary_file)
+                    copies = [c for c in (copy, kept) if c is not None]
+                    hit = _content_hit(m, tar, copies, hidden, needle)
+                    if hit != (None, False):
+                        hits[path] = hit
+                        out += _hit_findings(path, *hit, task, canary_file)
+                elif m.islnk() and rel is not None:  # the agent finds it under this name
+                    hit = hits.get("/" + member_path(m.linkname), (None, False))
+                    out += _hit_findings(path, *hit, task, canary_file)
             finally:
-                if copy is not None:
-                    copy.close()
+                for sink in (copy, kept):
+                    if sink is not None:
+                        sink.close()
         found = repos.repositories()
         out += [f for path, f in in_repos if not any(inside(path, r) for r in found)]
         out += git_findings(repos, task, needle)
@@ -162,8 +164,8 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
 
 
 def _name_findings(path: str, rel: str, hidden: Hidden, task: Task) -> list[Finding]:
-    """The leaks a regular file at image path `path` is by its name (`rel`: its path
-    relative to cwd, where names are looked at)."""
+    """The leaks a file (regular, or a hard link) at image path `path` is by its name
+    (`rel`: its path relative to cwd, where names are looked at)."""
     dockerfile = task.dir / "environment" / "Dockerfile"
     out = []
     if posixpath.basename(path).lower().startswith(SOLUTION_PREFIXES):
@@ -179,21 +181,27 @@ def _name_findings(path: str, rel: str, hidden: Hidden, task: Task) -> list[Find
     return out
 
 
-def _content_findings(m: tarfile.TarInfo, path: str, content: Callable[[], IO[bytes] | None],
-                      copy: Sink | None, hidden: Hidden, task: Task, needle: bytes | None,
-                      canary_file: Path) -> list[Finding]:
-    """The leaks a regular file is by its bytes (a hidden file's content, the canary); they
-    are read at most once, and copied to `copy` if given."""
+def _content_hit(m: tarfile.TarInfo, tar: tarfile.TarFile, copies: list[ByteSink],
+                 hidden: Hidden, needle: bytes | None) -> tuple[Path | None, bool]:
+    """(the hidden file whose content a regular member has, whether the canary is in it);
+    its bytes are read at most once, and written to each of `copies`."""
     want = m.size in hidden.sizes
-    if not want and needle is None and copy is None:
-        return []
-    data = content()
+    if not want and needle is None and not copies:
+        return None, False
+    data = tar.extractfile(m)
     if data is None:
-        return []
-    digest, seen = _scan(data, want, needle, copy)
+        return None, False
+    digest, seen = _scan(data, want, needle, copies)
+    return (hidden.by_hash.get(digest) if digest is not None else None), seen
+
+
+def _hit_findings(path: str, src: Path | None, seen: bool, task: Task,
+                  canary_file: Path) -> list[Finding]:
+    """The leaks the file at image path `path` is by its content: the hidden file `src`,
+    the canary when `seen`."""
     out = []
-    if digest is not None and digest in hidden.by_hash:
-        out.append(Finding(hidden.by_hash[digest], None, "integrity-leak",
+    if src is not None:
+        out.append(Finding(src, None, "integrity-leak",
                            f"this file's content is in the work image at {path}: "
                            "keep the judge's and the solution's files out of "
                            "environment/ and its Dockerfile"))

@@ -8,15 +8,18 @@ import copy
 import gzip
 import io
 import posixpath
+import shutil
 import tarfile
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from sforge.benchmark.dockerfile import simple_commands, strip_prefix, tokenize_shell
-from sforge.benchmark.model import Task
-from sforge.check.streams import member_path
+from sforge.benchmark.model import SubmissionRules, Task
+from sforge.check.streams import ByteSink, member_path
 from sforge.grading.selection import under
+from sforge.grading.submission_pack import SubmissionPack
 
 FAKE_SCORE = 1e18
 RESULT_JSON = f'{{"score": {FAKE_SCORE:g}, "valid": true, "summary": "probe"}}\n'
@@ -63,13 +66,19 @@ def _link(name: str, target: str) -> tuple[tarfile.TarInfo, None]:
 
 
 class Workspace:
-    """The no-op submission in the making: the members under cwd of an exported image,
-    renamed relative to cwd (hard links outside cwd left out), and its directories."""
+    """The no-op submission in the making, from the members of an exported image: what an
+    agent that did nothing would submit with sforge-submit (only what `[submission]` selects
+    under cwd, names relative to cwd; sforge.grading.submission_pack), and the directories
+    in cwd. A hard link in cwd is packed as the file it is: its bytes come with the file it
+    links to, or, when that one is outside cwd or not selected, from a second read of the
+    export (`resolve`)."""
 
-    def __init__(self, cwd: str):
+    def __init__(self, cwd: str, rules: SubmissionRules):
         self.root = member_path(cwd)  # "" when cwd is /
-        self.members: list[tuple[tarfile.TarInfo, bytes | None]] = []
+        self.pack = SubmissionPack(rules)
         self.dirs: set[str] = set()
+        # image path of a file → the hard links in cwd that name it, still to pack
+        self.pending: dict[str, list[tarfile.TarInfo]] = {}
 
     def _relative(self, name: str) -> str | None:
         """An image path's name relative to cwd; None outside cwd and for cwd itself."""
@@ -78,36 +87,69 @@ class Workspace:
             return None
         return path[len(self.root) + 1:] if self.root else path
 
-    def add(self, member: tarfile.TarInfo, data: bytes | None) -> None:
-        """Take an exported member if it lies under cwd, renamed relative to it."""
+    def take(self, member: tarfile.TarInfo) -> ByteSink | None:
+        """Take an exported member if it lies under cwd and is selected (renamed relative to
+        cwd); → where a regular file's bytes go (the caller writes them all, then closes
+        it), or None."""
         name = self._relative(member.name)
         if name is None:
-            return
+            return None
         m = copy.copy(member)
         m.name = name
-        if m.islnk():
-            target = self._relative(m.linkname)
-            if target is None:
-                return
-            m.linkname = target
         if m.isdir():
             self.dirs.add(m.name)
-        self.members.append((m, data if m.isreg() else None))
+        if m.islnk():
+            target = self._relative(m.linkname)
+            if target is None or target not in self.pack.files:
+                if self.pack.selects(name):
+                    self.pending.setdefault(member_path(m.linkname), []).append(m)
+                return None
+            m.linkname = target
+        return self.pack.start(m)
 
-    def archive(self) -> bytes:
-        """The workspace as a submission archive (.tar.gz), the same bytes every time."""
-        return packed(self.members)
+    def resolve(self, stream: Any) -> None:
+        """Pack the pending hard links as regular files, their bytes read from `stream` (the
+        same export again, an uncompressed tar stream); a no-op when none is pending."""
+        if not self.pending:
+            return
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for m in tar:
+                links = self.pending.pop(member_path(m.name), None) if m.isreg() else None
+                fh = tar.extractfile(m) if links else None
+                if links and fh is not None:
+                    with tempfile.TemporaryFile() as spool:
+                        shutil.copyfileobj(fh, spool)
+                        for link in links:
+                            spool.seek(0)
+                            info = copy.copy(link)
+                            info.type, info.linkname, info.size = tarfile.REGTYPE, "", m.size
+                            self.pack.add(info, spool)
+                if not self.pending:
+                    return
+
+    def archive(self) -> IO[bytes]:
+        """The workspace as a submission archive (.tar.gz, the same bytes every time), an
+        open temporary file at its start (the caller closes it)."""
+        return self.pack.finish()
 
 
-def workspace_archive(stream: Any, cwd: str) -> tuple[bytes, set[str]]:
-    """The no-op submission: cwd of an exported image (a tar stream) as a .tar.gz; and the
-    directories in it."""
-    ws = Workspace(cwd)
+def workspace_archive(stream: Any, cwd: str,
+                      rules: SubmissionRules) -> tuple[bytes, set[str]]:
+    """The no-op submission: what `rules` select in cwd of an exported image (an
+    uncompressed, seekable tar stream) as a .tar.gz; and the directories in cwd."""
+    ws = Workspace(cwd, rules)
     with tarfile.open(fileobj=stream, mode="r|") as tar:
         for m in tar:
-            fh = tar.extractfile(m) if m.isreg() else None
-            ws.add(m, fh.read() if fh is not None else None)
-    return ws.archive(), ws.dirs
+            sink = ws.take(m)
+            fh = tar.extractfile(m) if sink is not None else None
+            if sink is not None and fh is not None:
+                shutil.copyfileobj(fh, sink)  # type: ignore[misc]
+                sink.close()
+    if ws.pending:
+        stream.seek(0)
+        ws.resolve(stream)
+    with ws.archive() as out:
+        return out.read(), ws.dirs
 
 
 def targets(task: Task, dirs: set[str]) -> list[str]:

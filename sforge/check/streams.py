@@ -4,8 +4,19 @@ search for a needle (the canary) in bytes read chunk by chunk."""
 from __future__ import annotations
 
 import posixpath
+from typing import Protocol
 
 CHUNK = 1 << 20  # bytes read at a time from a member or a git process
+
+
+class ByteSink(Protocol):
+    """Where a member's bytes are written as they are read, then closed."""
+
+    def write(self, chunk: bytes) -> object:
+        """Take one more chunk."""
+
+    def close(self) -> None:
+        """All the member's bytes came."""
 
 
 def member_path(name: str) -> str:

@@ -20,18 +20,20 @@ def under(path: str, prefix: str) -> bool:
     return prefix == "" or path == prefix or path.startswith(prefix + "/")
 
 
+def clean_path(pattern: str) -> str:
+    """A path or pattern as the rules compare it: no blanks around it, no empty or "."
+    components ("./build/" → "build", "." → "")."""
+    parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
+    return "/".join(parts)
+
+
 class Selection:
     """`[submission] paths` and `exclude`, normalized once."""
 
     def __init__(self, rules: SubmissionRules):
-        self.paths = [self._clean(p) for p in rules.paths]
+        self.paths = [clean_path(p) for p in rules.paths]
         self.everything = "" in self.paths
-        self.exclude = [(raw, self._clean(raw)) for raw in rules.exclude]
-
-    @staticmethod
-    def _clean(pattern: str) -> str:
-        parts = [p for p in pattern.strip().split("/") if p not in ("", ".")]
-        return "/".join(parts)
+        self.exclude = [(raw, clean_path(raw)) for raw in rules.exclude]
 
     def reason(self, path: str) -> str | None:
         """Why the task's rules leave `path` out, or None if it is selected."""

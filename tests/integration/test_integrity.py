@@ -300,11 +300,12 @@ def test_workspace_archive_keeps_only_cwd(tmp_path):
                            entry("home/workspace/t/sub/b.py"), entry("home/workspace/tt/c")):
             tar.addfile(info, io.BytesIO(data))
     raw.seek(0)
-    data, dirs = workspace_archive(raw, "/home/workspace/t")
+    every = SubmissionRules(paths=(".",))
+    data, dirs = workspace_archive(raw, "/home/workspace/t", every)
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         assert sorted(tar.getnames()) == ["a.py", "sub/b.py"]
     assert dirs == set()
-    assert data == workspace_archive(io.BytesIO(raw.getvalue()), "/home/workspace/t/")[0]
+    assert data == workspace_archive(io.BytesIO(raw.getvalue()), "/home/workspace/t/", every)[0]
 
 
 @pytest.mark.parametrize(("table", "field", "words"), [
@@ -356,6 +357,46 @@ def test_a_git_in_the_exported_workspace_is_copied_out_and_read(tmp_path):
     kept: list[str] = []
     raw.seek(0)
     found = scan_image(raw, task, None, tmp_path / "benchmark.toml",
-                       lambda m, data: kept.append(m.name))
+                       lambda m: kept.append(m.name))
     assert [f.rule for f in found] == ["integrity-git"], found
     assert "home/workspace/t/a.txt" in kept and "home/workspace/t/.git/HEAD" in kept
+
+
+def test_a_noop_is_what_submission_selects_however_full_cwd_is(fixture_bench):
+    """The no-op (and a reference script's packed cwd) holds what sforge-submit would pack:
+    10,001 other files in cwd get neither refused, so a workspace that already scores is
+    still found, and the reference still proven."""
+    sf = fixture_bench("pays_nothing")
+    data = sf.bench / "tasks" / "t" / "environment" / "workspace" / "data"
+    data.mkdir()
+    for i in range(10_001):
+        (data / f"{i}.txt").touch()
+    proc = sf.run("check", "--integrity")
+    assert _rules(proc.stdout) == ["integrity-noop"], proc.stdout + proc.stderr
+    assert "scores: score 1" in proc.stdout
+
+
+def test_a_noop_the_judge_refuses_is_not_proven(fixture_bench, tmp_path):
+    """A no-op over the archive limits proves nothing: an error, never a silent pass."""
+    sf = fixture_bench("pays_nothing")
+    config = tmp_path / "config.yaml"
+    config.write_text("archive_limits: {max_bytes: 100}\n")
+    proc = sf.run("--config", str(config), "check", "--integrity")
+    toml = sf.bench / "tasks" / "t" / "task.toml"
+    line = next(x for x in proc.stdout.splitlines() if "integrity-noop" in x)
+    assert line.startswith(f"{toml}:12: integrity-noop: that the workspace as shipped pays "
+                           "nothing cannot be proven: the workspace as shipped is refused: "
+                           "archive exceeds 100 bytes uncompressed"), proc.stdout
+    assert proc.returncode == 1
+
+
+def test_a_solution_hard_linked_into_cwd_is_found(fixture_bench):
+    """The export lists a file's first name in full and the others as hard links: a
+    solution in cwd under a second name is found all the same."""
+    sf = fixture_bench("clean")
+    dockerfile = sf.bench / "tasks" / "t" / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + 'RUN echo "the reference solution" > '
+                          "/bin/zz && ln /bin/zz /home/workspace/t/solution.txt\n")
+    proc = sf.run("check", "--integrity")
+    assert _rules(proc.stdout) == ["integrity-solution"], proc.stdout + proc.stderr
+    assert "/home/workspace/t/solution.txt" in proc.stdout

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from sforge.benchmark.model import SubmissionRules
 from sforge.check import git_leaks
 from sforge.check.probes import Workspace
 from tests.helpers.git_images import (
@@ -186,7 +187,10 @@ def test_a_repository_at_the_root_is_found_with_cwd_root(tmp_path):
 
 
 def test_the_noop_workspace_keeps_dot_names():
-    ws = Workspace("/")
+    ws = Workspace("/", SubmissionRules(paths=(".",)))
     for name in ("./.bashrc", ".git/HEAD", "/etc/x"):
-        ws.add(tarfile.TarInfo(name), b"")
-    assert sorted(m.name for m, _ in ws.members) == [".bashrc", ".git/HEAD", "etc/x"]
+        sink = ws.take(tarfile.TarInfo(name))
+        assert sink is not None
+        sink.close()
+    with ws.archive() as out, tarfile.open(fileobj=out) as tar:
+        assert sorted(tar.getnames()) == [".bashrc", ".git/HEAD", "etc/x"]
