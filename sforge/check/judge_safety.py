@@ -126,13 +126,13 @@ def judge_risks(task: Task) -> list[Finding]:
         task.judge.cmd)]
     grader += [(dest, f"{dest}, copied from judge/ at judge/{dockerfile.name}:{line}")
                for dest, line, dockerfile in _grader_copies(task)]
-    # a file in cwd whose top folder under cwd [submission] exclude keeps out of every
-    # archive cannot be replaced; excluding the file alone is not enough (a member at its
-    # folder's name, a link or a plain file, lands and replaces the folder)
+    # a file in cwd that [submission] exclude keeps out of every archive cannot be replaced:
+    # not by its name, and not through its folder (extraction never puts a link or a file
+    # over a folder of the image)
     selection = Selection(task.submission)
     grader = [(where, what) for where, what in grader
               if not (where.startswith(cwd.rstrip("/") + "/")
-                      and selection.reason(posixpath.relpath(where, cwd).split("/")[0]))]
+                      and selection.reason(posixpath.relpath(where, cwd)))]
     for raw in task.submission.paths:
         full = _norm(posixpath.join(cwd, raw.strip()))
         on_path = [d for d in PATH_DIRS if _overlap(full, d)]

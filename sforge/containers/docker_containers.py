@@ -157,12 +157,15 @@ class DockerContainers:
         return f"{path} {pid} {start}" if start else None
 
     def put_archive(self, cid: str, path: str, data: bytes | IO[bytes]) -> None:
-        """Extract a tar at `path` (made when missing); ExtractConflict on a clash."""
+        """Extract a tar at `path` (made when missing); ExtractConflict on a clash, including
+        a member that would put a non-folder where the container has a folder."""
         def put(where: str, payload: bytes | IO[bytes]) -> None:
             size = len(payload) if isinstance(payload, bytes) else _remaining(payload)
             try:
+                # never a non-folder over a folder of the image (nor the reverse): a member
+                # `tests` (a link, a file) would replace the grader's tests/ whole
                 self.http.request("PUT", f"/containers/{engine_http.quoted(cid)}/archive",
-                                  {"path": where}, payload,
+                                  {"path": where, "noOverwriteDirNonDir": "1"}, payload,
                                   {"Content-Type": "application/x-tar",
                                    "Content-Length": str(size)}).read()
             except engine_http.Unreachable as exc:

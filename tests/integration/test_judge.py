@@ -368,6 +368,26 @@ def test_nul_bytes_in_names_and_link_targets_reach_nothing(client, judges, tmp_p
         "tests\\x00": "NUL byte in name"}
 
 
+@docker_test
+@pytest.mark.parametrize("member", ["link", "file"])
+def test_a_member_never_replaces_an_image_folder(client, judges, tmp_path, member) -> None:
+    """With the grader's tests/check.txt excluded, a member `tests` (a link to the archive's
+    own folder, or a plain file) would replace the image's tests/ and the judge would read
+    the archive's check.txt. Docker is told never to put a non-folder over a folder: the
+    extraction fails and the verdict is INVALID."""
+    task, tag = judges["inspect"]
+    task = with_rules(task, paths=(".",), exclude=("tests/check.txt",))
+    entries = [d("mine"), reg("mine/check.txt", b"hacked")]
+    entries.append(sym("tests", "mine") if member == "link" else reg("tests", b"x"))
+    path = tmp_path / "over.tar.gz"
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    r = run_judge(DockerEngine(client), tag, task, path)
+    assert r.summary != "hacked", (r.summary, r.details)
+    assert not r.valid and "could not extract the submission" in r.reason, r.reason
+
+
 FORGE_ROUTES = {
     # the image's own planted file, plus every route the archive filter already drops
     "baked into the image, or rejected by the filter": [
@@ -393,7 +413,12 @@ def test_forged_result_never_counts(client, judges, make_archive, route: str) ->
     if route.startswith("baked"):  # every file of it was dropped ("s -> sforge" is harmless)
         files = {info.name for info, data in FORGE_ROUTES[route] if data is not None}
         assert files <= {x.path for x in r.rejected}
-    assert r.reason == "no /opt/sforge/result.json (judge exited with code 0)"
+    if route in ("result.json as a directory", "/opt/sforge as a file"):  # over a folder or
+        # a file of the image: Docker refuses the extraction
+        assert r.reason.startswith("could not extract the submission into /opt: ") and \
+            "cannot overwrite" in r.reason, r.reason
+    else:
+        assert r.reason == "no /opt/sforge/result.json (judge exited with code 0)"
 
 
 # -- result.json ---------------------------------------------------------------------------------

@@ -210,13 +210,13 @@ def test_judge_cmd_risks(cmd: str, risky: bool) -> None:
 
 @pytest.mark.parametrize(("exclude", "warned"), [
     ([], True), (["tests"], False), (["other"], True),
-    # the file itself excluded: a member `tests` (a link to mine/, or a plain file) still
-    # lands and replaces the folder the judge reads it from
-    (["*.txt"], True), (["tests/expected.txt"], True), (["tests/*.txt"], True)])
+    # the file itself excluded: a member `tests` (a link to mine/, or a plain file) cannot
+    # replace its folder either (test_judge: test_a_member_never_replaces_an_image_folder)
+    (["*.txt"], False), (["tests/expected.txt"], False), (["tests/*.txt"], False)])
 def test_an_excluded_grader_file_is_no_overlay(tmp_path: Path, exclude: list, warned: bool):
-    """A judge file copied into cwd whose top folder `[submission] exclude` keeps out of every
-    archive cannot be replaced by one: no judge-overlay warning (the rule is the judge's
-    own); excluding the file alone leaves its folder open to a link or a file."""
+    """A judge file copied into cwd that `[submission] exclude` keeps out of every archive
+    cannot be replaced by one: no judge-overlay warning (the rule is the judge's own, and
+    extraction never puts a member over a folder of the image)."""
     from sforge.benchmark.loader import load_benchmark
     from sforge.check.judge_safety import judge_risks
 
