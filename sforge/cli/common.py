@@ -84,39 +84,46 @@ def add_task_option(p: argparse.ArgumentParser,
     p.add_argument("--task", "-t", action="append", metavar="ID", help=help_)
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of 1 or more (`-j 0` is a usage error)."""
+def _whole(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a whole number of 1 or more") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: expected 1 or more")
+            f"{text!r}: expected a whole number of {least} or more") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value}: expected {least} or more")
     return value
+
+
+def _finite(text: str, above_zero: bool) -> float:
+    want = "above 0" if above_zero else "of 0 or more"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number {want}") from None
+    if not (math.isfinite(value) and (value > 0 if above_zero else value >= 0)):
+        raise argparse.ArgumentTypeError(f"{text}: expected a finite number {want}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (`-j 0` is a usage error)."""
+    return _whole(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """An argparse type: a whole number of 0 or more (a budget)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a whole number of 0 or more") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value}: expected 0 or more")
-    return value
+    return _whole(text, 0)
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number above 0 (seconds: `--timeout 0` is a usage error)."""
+    return _finite(text, above_zero=True)
 
 
 def non_negative_float(text: str) -> float:
     """An argparse type: a finite number of 0 or more (a cooldown in seconds)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of 0 or more") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text}: expected a finite number of 0 or more")
-    return value
+    return _finite(text, above_zero=False)
 
 
 def memory_size(text: str) -> str:
@@ -144,17 +151,6 @@ def port_number(text: str) -> int:
         value = -1
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a port number, 0 to 65535")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """An argparse type: a finite number above 0 (seconds: `--timeout 0` is a usage error)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a number above 0") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text}: expected a finite number above 0")
     return value
 
 

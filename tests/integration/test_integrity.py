@@ -23,6 +23,7 @@ from sforge.check.leaks import scan_image
 from sforge.check.probes import probes, workspace_archive
 from sforge.grading.archive import ArchiveError, ArchiveLimits, filter_submission
 from tests.helpers.benches import Sforge, copy_bench, remove_images
+from tests.helpers.git_images import git, make_repo
 from tests.helpers.paths import FIXTURES as ALL_FIXTURES
 
 FIXTURES = ALL_FIXTURES / "integrity"
@@ -153,21 +154,6 @@ def test_a_task_without_reference_is_warned_about_as_prove_does(fixture_bench):
     assert "0 error(s), 1 warning(s)" in proc.stdout
 
 
-def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
-                           *args], check=True, capture_output=True, text=True).stdout
-
-
-def _repo(path: Path, text: str = "start\n") -> Path:
-    """A repository at `path` with one commit of a.txt."""
-    path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
-    (path / "a.txt").write_text(text)
-    _git(path, "add", "a.txt")
-    _git(path, "commit", "-qm", "start")
-    return path
-
-
 def _image(tmp_path: Path, *trees: tuple[Path, str]) -> io.BytesIO:
     """An exported image made on the host: each (folder, its path in the image)."""
     raw = io.BytesIO()
@@ -191,17 +177,17 @@ needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 
 @needs_git
 def test_git_with_commits_beyond_head_is_found(tmp_path):
-    repo = _repo(tmp_path / "ws")
+    repo = make_repo(tmp_path / "ws")
     assert _git_rules(tmp_path, (repo, "home/workspace/t")) == []
-    _git(repo, "checkout", "-qb", "solved")
+    git(repo, "checkout", "-qb", "solved")
     (repo / "a.txt").write_text("the solution\n")
-    _git(repo, "commit", "-qam", "solution")
-    _git(repo, "checkout", "-q", "main")
+    git(repo, "commit", "-qam", "solution")
+    git(repo, "checkout", "-q", "main")
     [(rule, severity, message)] = _git_rules(tmp_path, (repo, "home/workspace/t"))
     assert (rule, severity) == ("integrity-git", "error")
     assert "/home/workspace/t/.git in the work image holds 1 commit(s) not reachable from " \
         "HEAD" in message
-    _git(repo, "branch", "-qD", "solved")  # still in the reflog of HEAD
+    git(repo, "branch", "-qD", "solved")  # still in the reflog of HEAD
     assert [r for r, _, _ in _git_rules(tmp_path, (repo, "home/workspace/t"))] \
         == ["integrity-git"]
 
@@ -210,16 +196,16 @@ def test_git_with_commits_beyond_head_is_found(tmp_path):
 def test_every_repository_of_the_image_is_read(tmp_path):
     """A repository below cwd is an error like cwd's own; one elsewhere in the image (the
     agent can read it too) a warning; a bare one (`x.git`) counts."""
-    sub = _repo(tmp_path / "sub")
-    _git(sub, "branch", "v2-final")
-    _git(sub, "commit", "-q", "--allow-empty", "-m", "later")
-    _git(sub, "reset", "-q", "--hard", "HEAD~1")
-    out = _repo(tmp_path / "out")
-    _git(out, "checkout", "-qb", "solution")
-    _git(out, "commit", "-q", "--allow-empty", "-m", "the answer")
-    _git(out, "checkout", "-q", "main")
+    sub = make_repo(tmp_path / "sub")
+    git(sub, "branch", "v2-final")
+    git(sub, "commit", "-q", "--allow-empty", "-m", "later")
+    git(sub, "reset", "-q", "--hard", "HEAD~1")
+    out = make_repo(tmp_path / "out")
+    git(out, "checkout", "-qb", "solution")
+    git(out, "commit", "-q", "--allow-empty", "-m", "the answer")
+    git(out, "checkout", "-q", "main")
     bare = tmp_path / "store.git"
-    _git(tmp_path, "clone", "-q", "--bare", str(out), str(bare))
+    git(tmp_path, "clone", "-q", "--bare", str(out), str(bare))
     found = _git_rules(tmp_path, (sub, "home/workspace/t/project"), (out, "opt/src"),
                        (bare, "srv/store.git"))
     assert [(r, s, m.split(" in the work image")[0]) for r, s, m in found] == [
@@ -232,7 +218,7 @@ def test_every_repository_of_the_image_is_read(tmp_path):
 def test_dangling_objects_alternates_and_unreadable_repositories(tmp_path):
     """A dangling blob is something to cat; an alternate object store is followed to the
     image's copy; a repository git cannot read is an error, never \"no commits\"."""
-    ws = _repo(tmp_path / "ws")
+    ws = make_repo(tmp_path / "ws")
     blob = subprocess.run(["git", "-C", str(ws), "hash-object", "-w", "--stdin"],
                           input="the answer is 4242\n", capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -240,18 +226,18 @@ def test_dangling_objects_alternates_and_unreadable_repositories(tmp_path):
     assert (rule, severity) == ("integrity-git", "error")
     assert "0 commit(s) not reachable from HEAD and 1 other unreachable object(s)" in message
     assert blob  # git gc --prune=now would drop it
-    store = _repo(tmp_path / "store")
-    _git(store, "branch", "solution")
-    _git(store, "commit", "-q", "--allow-empty", "-m", "the solution")
-    _git(store, "reset", "-q", "--hard", "HEAD~1")
+    store = make_repo(tmp_path / "store")
+    git(store, "branch", "solution")
+    git(store, "commit", "-q", "--allow-empty", "-m", "the solution")
+    git(store, "reset", "-q", "--hard", "HEAD~1")
     alt = tmp_path / "alt"
-    _git(tmp_path, "clone", "-q", "--shared", str(store), str(alt))
+    git(tmp_path, "clone", "-q", "--shared", str(store), str(alt))
     (alt / ".git" / "objects" / "info" / "alternates").write_text("/opt/store/.git/objects\n")
     found = _git_rules(tmp_path, (alt, "home/workspace/t"), (store, "opt/store"))
     assert [(r, s) for r, s, _ in found] == [("integrity-git", "error"),
                                             ("integrity-git", "warning")], found
     assert "not reachable from HEAD" in found[0][2]  # read through the alternate
-    broken = _repo(tmp_path / "broken")
+    broken = make_repo(tmp_path / "broken")
     shutil.rmtree(broken / ".git" / "objects")
     (broken / ".git" / "objects").mkdir()
     [(rule, severity, message)] = _git_rules(tmp_path, (broken, "home/workspace/t"))
@@ -262,9 +248,9 @@ def test_dangling_objects_alternates_and_unreadable_repositories(tmp_path):
 @needs_git
 def test_the_canary_in_a_git_object_or_the_environment_is_found(tmp_path):
     canary = "sforge-canary-5f1d8e2a-integrity"
-    ws = _repo(tmp_path / "ws", f"expected output {canary}\n")
+    ws = make_repo(tmp_path / "ws", f"expected output {canary}\n")
     (ws / "a.txt").write_text("a stub\n")
-    _git(ws, "commit", "-qam", "stub")  # the canary lives on only compressed in a git object
+    git(ws, "commit", "-qam", "stub")  # the canary lives on only compressed in a git object
     found = _git_rules(tmp_path, (ws, "home/workspace/t"), canary=canary,
                        env=["PATH=/usr/bin", f"HINT={canary} is 42"])
     assert sorted((r, s) for r, s, _ in found) == [("integrity-canary", "error")] * 2, found
@@ -343,14 +329,14 @@ def test_a_git_in_the_exported_workspace_is_copied_out_and_read(tmp_path):
     task = load_benchmark(FIXTURES / "clean").tasks["t"]
     repo = tmp_path / "ws"
     repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
+    git(repo, "init", "-q", "-b", "main")
     (repo / "a.txt").write_text("start of the work\n")
-    _git(repo, "add", "a.txt")
-    _git(repo, "commit", "-qm", "start")
-    _git(repo, "tag", "later")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-qm", "start")
+    git(repo, "tag", "later")
     (repo / "a.txt").write_text("the solution, committed\n")
-    _git(repo, "commit", "-qam", "solution")
-    _git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "commit", "-qam", "solution")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w") as tar:
         tar.add(repo, arcname="home/workspace/t")
