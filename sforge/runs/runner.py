@@ -64,6 +64,7 @@ from sforge.service.client import ServiceClient, ServiceError
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
+HISTORY_ON_ABORT_S = 5.0  # after a second Ctrl-C: how long the run's history may take
 # agent.log is on the host: what an agent prints past its head is kept only as a tail
 AGENT_LOG_HEAD = 16 << 20
 AGENT_LOG_TAIL = 16 << 20
@@ -276,7 +277,7 @@ class _Run:
                 shutil.rmtree(sockets, ignore_errors=True)
                 with contextlib.suppress(Exception):
                     admin.end_run(service_run)
-            history = {} if ABORT.is_set() else admin.history(service_run)
+            history = self._history(admin, service, service_run)
         ended = _now()
         judge = self.pipe.refs[task.id]["judge"].tag
         record.update({"judge_image": judge, "judge_image_id": eng.image_id(judge),
@@ -297,7 +298,8 @@ class _Run:
         where = f"run {spec.id} task {task.id} repeat {self.repeat}"
         if record["interrupted"]:
             raise Interrupted(f"{where} interrupted "
-                              f"(attempt {attempt} recorded; run it again to start afresh)")
+                              f"(attempt {attempt} recorded; run it again to start afresh)",
+                              attempt=attempt)
         if failure:
             raise RunFailed(f"{where} failed: {failure} (attempt {attempt} recorded; "
                             "run it again once the model API answers)")
@@ -351,7 +353,21 @@ class _Run:
         return {"exit_code": res.exit_code, "resumes": resumes,
                 "timed_out": res.exit_code is None and self.stop_reason is None}
 
-    def _final(self, box: WorkContainer, env: dict[str, str], client) -> dict[str, Any]:
+    def _history(self, admin: ServiceClient, service, service_run: str) -> dict[str, Any]:
+        """The run's submissions as the service recorded them. After a second Ctrl-C the
+        service is asked with a short bound: every submission graded by then is kept, and a
+        service that does not answer in time leaves the history empty, not the run stuck."""
+        if not ABORT.is_set():
+            return admin.history(service_run)
+        try:
+            with ServiceClient(service.url, service.admin_token, timeout=HISTORY_ON_ABORT_S,
+                               retry_503=False) as quick:
+                return quick.history(service_run)
+        except SforgeError:  # the service's errors included
+            return {}
+
+    def _final(self, box: WorkContainer, env: dict[str, str],
+               client) -> dict[str, Any] | None:
         """Pack what the agent left (the helper, in the restarted container: the agent's
         processes are gone, so `env` may hold the run's final token) and grade it as the
         run's last submission."""
@@ -372,6 +388,8 @@ class _Run:
                 sub = client.result(sub_id, wait_s=2)
         except (ServiceError, SforgeError) as exc:
             return {"error": str(exc)}
+        if ABORT.is_set() and sub.get("state") in ("queued", "running"):
+            return None  # abandoned: a final result is recorded only once graded
         return _brief(sub)
 
     def _summary(self, history: dict[str, Any]) -> dict[str, Any]:

@@ -51,15 +51,17 @@ def test_plain_snakemake_makes_a_run(servicebench, tmp_path):
     assert [(r["run"], r["state"]) for r in listed] == [("plain", "done")]
 
 
-def start_slow_run(servicebench, tmp_path, run_id: str, answer: int):
-    """`sforge run` of a script that writes its answer, says so, then works for 100 s;
-    returns once the answer is written."""
+def start_slow_run(servicebench, tmp_path, run_id: str, answer: int, submit: bool = False,
+                   extra: tuple[str, ...] = ()):
+    """`sforge run` of a script that writes its answer (and with `submit` submits it and
+    waits for its verdict), says so, then works for 100 s; returns once it has said so."""
     script = tmp_path / f"{run_id}.sh"
-    script.write_text(f"echo {answer} > answer.txt; echo WRITTEN; sleep 100\n")
+    script.write_text(f"echo {answer} > answer.txt; {'sforge-submit; ' if submit else ''}"
+                      "echo WRITTEN; sleep 100\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "sforge", "-b", str(servicebench.bench), "--results",
          str(servicebench.results), "run", "--agent", "script", "--script", str(script),
-         "--task", "quick", "--run-id", run_id, "--timeout", "200"],
+         "--task", "quick", "--run-id", run_id, "--timeout", "200", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     folder = servicebench.results / servicebench.name / "runs" / run_id / "quick" / "0"
     log = folder / "agent.log"
@@ -97,6 +99,40 @@ def test_second_ctrl_c_leaves_no_container(servicebench, tmp_path, docker_client
     attempt = json.loads((folder / "attempt-1.json").read_text())
     assert attempt["interrupted"]
     assert not run_containers(docker_client, servicebench, "i1")
+
+
+def test_ctrl_c_says_the_run_was_interrupted(servicebench, tmp_path):
+    """Ctrl-C: one line says the run was interrupted and what running it again does; no
+    FAILED line, no Python frames or Snakemake internals; the exit code is Ctrl-C's."""
+    proc, folder = start_slow_run(servicebench, tmp_path, "i3", 5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, out
+    assert "quick  i3/0  interrupted: attempt 1 recorded" in out, out
+    assert "`sforge run` again starts it afresh" in out, out
+    for internal in ("FAILED", "RuleException", "File \"", "Traceback", "Exiting because",
+                     "--keep-incomplete", "did not complete successfully"):
+        assert internal not in out, out
+    assert json.loads((folder / "attempt-1.json").read_text())["state"] == "interrupted"
+
+
+def test_second_ctrl_c_keeps_the_graded_submissions(servicebench, tmp_path):
+    """Ctrl-C twice, 0.5 s apart: the final grading is abandoned, but the record keeps the
+    submission the agent made and had graded, and no final result it did not get."""
+    proc, folder = start_slow_run(servicebench, tmp_path, "i2", 7, submit=True)
+    assert "(round 1): VALID" in (folder / "agent.log").read_text()
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert "abandoning final grading" in out, out
+    attempt = json.loads((folder / "attempt-1.json").read_text())
+    assert attempt["interrupted"] and attempt["state"] == "interrupted"
+    first = attempt["submissions"][0]
+    assert first["round"] == 1 and first["state"] == "done" and first["score"] == 7, attempt
+    assert attempt["rounds"] >= 1 and attempt["best_score"] == 7 and attempt["best_round"] == 1
+    # the final workspace's result is recorded only when it was graded
+    assert attempt["final"] is None or attempt["final"]["state"] == "done", attempt["final"]
 
 
 def _claude(servicebench, model, run_id, *extra):
