@@ -290,10 +290,18 @@ def _existing_run(pipe: Pipeline, run_id: str) -> Path:
 
 
 def _cancel(pipe: Pipeline, run_id: str, args: argparse.Namespace) -> int:
-    """Ask a run's jobs to stop: they grade the final workspace and record run.json with
+    """Ask a run's unfinished jobs to stop: every task × repeat of its spec.json (and every
+    folder of it) without run.json gets a cancel file. A running job grades its final
+    workspace, one that starts later does not start its agent; both record run.json with
     stopped_by=cancelled (so it is not redone)."""
-    folders = [f for f in sorted(_existing_run(pipe, run_id).glob("*/*"))
-               if f.is_dir() and not (f / "run.json").exists()]
+    run = _existing_run(pipe, run_id)
+    wanted = {f for f in run.glob("*/*") if f.is_dir() and f.name.isdigit()}
+    path = spec_path(pipe.layout.root, run_id)
+    if path.is_file():
+        spec = RunSpec.from_config(read_json(path))
+        wanted |= {pipe.layout.run_dir(run_id, t, r)
+                   for t in spec.tasks for r in range(spec.repeats)}
+    folders = sorted(f for f in wanted if not (f / "run.json").exists())
     for folder in folders:
         atomic_write_json(folder / "cancel", {"at": now_iso("auto")})
     if args.json:
@@ -396,7 +404,8 @@ def add_runs(sub: Subcommands) -> None:
         "sforge runs", "sforge runs --run r1 --json | jq -r '.runs[].state'",
         "sforge runs --cancel r1"])
     p.add_argument("--run", metavar="R", help="only this run")
-    p.add_argument("--cancel", metavar="R", help="stop run R's unfinished jobs")
+    p.add_argument("--cancel", metavar="R",
+                   help="stop run R's unfinished jobs, running or not started yet")
     add_json_option(p, "the runs ({\"runs\": [...]}; with --cancel what was asked to stop)")
 
 

@@ -179,6 +179,8 @@ class _Run:
                               "sforge is stopping")
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
+        if (self.folder / "cancel").exists():  # `sforge runs --cancel` before it started
+            return self._cancelled(attempt)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
         eng = engine()
         work = self.pipe.refs[task.id]["work"]
@@ -206,6 +208,24 @@ class _Run:
         finally:
             running.unlink(missing_ok=True)
             (self.folder / "cancel").unlink(missing_ok=True)
+
+    def _cancelled(self, attempt: int) -> dict[str, Any]:
+        """The record of a run cancelled before it started: finished (never redone) with
+        `stopped_by: cancelled`, no agent started, nothing submitted or graded."""
+        spec, now = self.spec, _iso(_now())
+        record: dict[str, Any] = {
+            "run": spec.id, "task": self.task.id, "repeat": self.repeat, "attempt": attempt,
+            "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
+            "started_at": now, "ended_at": now, "elapsed_s": 0.0, "timeout_s": spec.timeout_s,
+            "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
+            "state": "done", "error": None, "stopped_by": "cancelled", "timed_out": False,
+            "interrupted": False, "exit_code": None, "resumes": 0, "final": None,
+            "usage": None, "tokens": None, "model_calls": None, "log": None,
+            "transcript": None, **self._summary({})}
+        atomic_write_json(self.folder / f"attempt-{attempt}.json", record)
+        atomic_write_json(self.output, record)
+        (self.folder / "cancel").unlink(missing_ok=True)
+        return record
 
     def provenance(self, eng, bundle: Path) -> dict[str, Any]:
         """What made this run, resolved (image ids, not only tags; the bundle's hash): two

@@ -87,6 +87,34 @@ def test_cancel_a_running_run(servicebench, tmp_path):
     assert rec["final"]["score"] == 3  # the workspace it left was graded
 
 
+def test_cancel_covers_the_jobs_not_started_yet(servicebench, tmp_path):
+    """--repeat 2 with one job at a time: a cancel while the first runs also stops the
+    second, which records cancelled without starting its agent."""
+    script = tmp_path / "c2.sh"
+    script.write_text("echo 3 > answer.txt; echo WRITTEN; sleep 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sforge", "-b", str(servicebench.bench), "--results",
+         str(servicebench.results), "run", "--agent", "script", "--script", str(script),
+         "--task", "quick", "--run-id", "c2", "--timeout", "200", "--repeat", "2", "-j", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run = servicebench.results / servicebench.name / "runs" / "c2"
+    deadline = time.monotonic() + 120
+    while not any("WRITTEN" in log.read_text() for log in run.glob("quick/*/agent.log")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.2)
+    asked = servicebench.run("runs", "--cancel", "c2", check=True)
+    assert "cancel asked of 2 unfinished run(s)" in asked.stdout, asked.stdout
+    started = time.monotonic()
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 60  # not the script's 100 s, twice
+    records = [json.loads((run / "quick" / str(r) / "run.json").read_text()) for r in (0, 1)]
+    assert [r["stopped_by"] for r in records] == ["cancelled", "cancelled"], records
+    never = [r for r in records if r["rounds"] == 0]
+    assert len(never) == 1 and never[0]["final"] is None and never[0]["exit_code"] is None
+    assert not list(run.glob("quick/*/cancel"))
+
+
 def test_second_ctrl_c_leaves_no_container(servicebench, tmp_path, docker_client):
     proc, folder = start_slow_run(servicebench, tmp_path, "i1", 4)
     os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole group
