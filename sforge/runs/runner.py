@@ -101,7 +101,33 @@ def _iso(t: datetime) -> str:
 
 
 def _next_attempt(folder: Path) -> int:
-    return 1 + len(list(folder.glob("attempt-*.json")))
+    """One past every attempt the folder knows of: its records and its kept logs (an
+    attempt killed with -9 left a log and no record)."""
+    numbers = [0]
+    for pattern, prefix, suffix in (("attempt-*.json", "attempt-", ".json"),
+                                    ("agent-attempt-*.log", "agent-attempt-", ".log")):
+        for path in folder.glob(pattern):
+            middle = path.name[len(prefix):len(path.name) - len(suffix)]
+            if middle.isdigit():
+                numbers.append(int(middle))
+    return 1 + max(numbers)
+
+
+def attempt_log(folder: Path, attempt: int) -> Path:
+    """Where an attempt's agent.log is kept once a later attempt has begun."""
+    return folder / f"agent-attempt-{attempt}.log"
+
+
+def _keep_log(log_path: Path, kept: Path) -> bool:
+    """Give agent.log a second name, `kept`, before the agent writes to it: Snakemake
+    removes agent.log (the rule's log) when the next attempt starts, the second name keeps
+    this attempt's output. False where the file system has no hard links."""
+    log_path.touch()
+    try:
+        os.link(log_path, kept)
+    except OSError:
+        return False
+    return True
 
 
 class _Run:
@@ -202,12 +228,22 @@ class _Run:
         }
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
+        kept = attempt_log(self.folder, attempt)
+        linked = _keep_log(log_path, kept)
+        finished = False
         try:
-            return self._attempt(record, bundle, eng, started, deadline, log_path,
-                                 transcript, route, reference)
+            out = self._attempt(record, bundle, eng, started, deadline, log_path,
+                                transcript, route, reference)
+            finished = True
+            return out
         finally:
             running.unlink(missing_ok=True)
             (self.folder / "cancel").unlink(missing_ok=True)
+            if finished:  # agent.log is this attempt's, the last one
+                kept.unlink(missing_ok=True)
+            elif not linked:
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(log_path, kept)
 
     def _cancelled(self, attempt: int) -> dict[str, Any]:
         """The record of a run cancelled before it started: finished (never redone) with

@@ -115,6 +115,28 @@ def test_cancel_covers_the_jobs_not_started_yet(servicebench, tmp_path):
     assert not list(run.glob("quick/*/cancel"))
 
 
+def test_a_retry_keeps_the_earlier_attempts_log(servicebench, tmp_path):
+    """agent.log is the latest attempt's; an earlier attempt's log stays beside its record
+    as agent-attempt-<n>.log, linked from the run page."""
+    proc, folder = start_slow_run(servicebench, tmp_path, "i4", 5)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=60)
+    (tmp_path / "i4.sh").write_text("echo 6 > answer.txt; echo SECOND-TRY\n")
+    servicebench.run("run", "--agent", "script", "--script", str(tmp_path / "i4.sh"),
+                     "--task", "quick", "--run-id", "i4", "--timeout", "200", check=True)
+    assert json.loads((folder / "run.json").read_text())["attempt"] == 2
+    first = (folder / "agent-attempt-1.log").read_text()
+    assert "WRITTEN" in first and "SECOND-TRY" not in first
+    latest = (folder / "agent.log").read_text()
+    assert "SECOND-TRY" in latest and "WRITTEN" not in latest
+    assert not (folder / "agent-attempt-2.log").exists()  # agent.log is the latest's
+    servicebench.run("report", check=True)
+    page = (servicebench.results / servicebench.name / "report" / "runs" / "i4"
+            / "quick-0.html").read_text()
+    assert 'quick/0/agent-attempt-1.log">agent-attempt-1.log</a>' in page
+    assert "(1 earlier attempt(s) recorded)" in page
+
+
 def test_second_ctrl_c_leaves_no_container(servicebench, tmp_path, docker_client):
     proc, folder = start_slow_run(servicebench, tmp_path, "i1", 4)
     os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole group
