@@ -27,7 +27,7 @@ from sforge.cli.common import (
     positive_int,
     print_json,
 )
-from sforge.cli.exits import FAILED, OK
+from sforge.cli.exits import FAILED, INTERRUPTED, OK
 from sforge.core.clock import now_iso
 from sforge.core.console import say
 from sforge.core.errors import SforgeError, UsageError
@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print the run table."""
     from sforge.runs.agents import load_agent  # function-level: buys start-up time
     from sforge.runs.service import started_service
-    from sforge.runs.signals import install_signal_handlers
+    from sforge.runs.signals import STOP, install_signal_handlers
     from sforge.runs.targets import run_targets
 
     if not args.task:
@@ -142,6 +142,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             say(f"judge service at {svc.url}")
             ok = _make(args, config, pipe, replace(spec, service=svc.url), missing)
     code = _print_runs(pipe, spec.id, args)
+    if STOP.is_set():  # Ctrl-C or SIGTERM: the runs are interrupted, not failed
+        return INTERRUPTED
     return OK if ok else (code or FAILED)
 
 
@@ -164,7 +166,7 @@ def make_in_thread(config: dict[str, Any], targets: list[Path],
 
     ex = execution_from(args)
     progress = JobProgress("run", lambda rule, wc: run_verdict(root, rule, wc),
-                           verbose=ex.verbose >= 1)
+                           verbose=ex.verbose >= 1, explains_failures=True)
 
     def work() -> None:
         try:
@@ -191,7 +193,7 @@ def run_verdict(root: Path, rule: str, wildcards: dict[str, str]) -> Verdict | N
         run, task, repeat = (wildcards.get(k, "?") for k in ("run", "task", "repeat"))
         folder = root / "runs" / run / task / repeat
         if wildcards.get("failed") == "yes":
-            return Verdict(f"{task}  {run}/{repeat}  FAILED (see {folder / 'agent.log'})", True)
+            return failed_run_verdict(folder, run, task, repeat, wildcards.get("reason", ""))
         try:
             record = read_json(folder / "run.json")
         except (OSError, ValueError) as exc:
@@ -209,6 +211,46 @@ def run_verdict(root: Path, rule: str, wildcards: dict[str, str]) -> Verdict | N
         state = "FAILED (see its build log)" if wildcards.get("failed") == "yes" else "ready"
         return Verdict(f"image {kind} {name} ({wildcards.get('digest', '?')}) {state}", False)
     return None
+
+
+def failed_run_verdict(folder: Path, run: str, task: str, repeat: str,
+                       reason: str) -> Verdict:
+    """The one line of a run job that did not make its record: interrupted (Ctrl-C,
+    SIGTERM: what running it again does), or FAILED with why (the model API's error, or the
+    exception that stopped it; `reason`: Snakemake's report of it, when the job ran in
+    another process)."""
+    from sforge.core.console import Verdict  # function-level: start-up time (logging)
+    from sforge.runs.runner import RunFailed
+    from sforge.runs.signals import Interrupted
+    from sforge.runs.targets import job_failure
+
+    where = f"{task}  {run}/{repeat}"
+    exc = job_failure(run, task, int(repeat)) if repeat.isdigit() else None
+    if isinstance(exc, Interrupted):
+        if exc.attempt is None:
+            return Verdict(f"{where}  interrupted before it started; `sforge run` again "
+                           "starts it", True)
+        return Verdict(f"{where}  interrupted: attempt {exc.attempt} recorded (its "
+                       "submissions kept); `sforge run` again starts it afresh", True)
+    latest = latest_attempt(folder) if exc is None or isinstance(exc, RunFailed) else {}
+    why = latest.get("error") if latest.get("state") == "failed" else None
+    why = why or (str(exc) if exc is not None else reason) or "no reason given"
+    log = folder / "agent.log"
+    return Verdict(f"{where}  FAILED: {why}" + (f" (see {log})" if log.is_file() else ""),
+                   True)
+
+
+def latest_attempt(folder: Path) -> dict[str, Any]:
+    """The run folder's latest attempt-<n>.json ({} when none can be read)."""
+    numbers = [int(p.stem.split("-", 1)[1]) for p in folder.glob("attempt-*.json")
+               if p.stem.split("-", 1)[1].isdigit()]
+    if not numbers:
+        return {}
+    try:
+        data = read_json(folder / f"attempt-{max(numbers)}.json")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # sforge runs -----------------------------------------------------------------------------
@@ -248,10 +290,18 @@ def _existing_run(pipe: Pipeline, run_id: str) -> Path:
 
 
 def _cancel(pipe: Pipeline, run_id: str, args: argparse.Namespace) -> int:
-    """Ask a run's jobs to stop: they grade the final workspace and record run.json with
+    """Ask a run's unfinished jobs to stop: every task × repeat of its spec.json (and every
+    folder of it) without run.json gets a cancel file. A running job grades its final
+    workspace, one that starts later does not start its agent; both record run.json with
     stopped_by=cancelled (so it is not redone)."""
-    folders = [f for f in sorted(_existing_run(pipe, run_id).glob("*/*"))
-               if f.is_dir() and not (f / "run.json").exists()]
+    run = _existing_run(pipe, run_id)
+    wanted = {f for f in run.glob("*/*") if f.is_dir() and f.name.isdigit()}
+    path = spec_path(pipe.layout.root, run_id)
+    if path.is_file():
+        spec = RunSpec.from_config(read_json(path))
+        wanted |= {pipe.layout.run_dir(run_id, t, r)
+                   for t in spec.tasks for r in range(spec.repeats)}
+    folders = sorted(f for f in wanted if not (f / "run.json").exists())
     for folder in folders:
         atomic_write_json(folder / "cancel", {"at": now_iso("auto")})
     if args.json:
@@ -354,7 +404,8 @@ def add_runs(sub: Subcommands) -> None:
         "sforge runs", "sforge runs --run r1 --json | jq -r '.runs[].state'",
         "sforge runs --cancel r1"])
     p.add_argument("--run", metavar="R", help="only this run")
-    p.add_argument("--cancel", metavar="R", help="stop run R's unfinished jobs")
+    p.add_argument("--cancel", metavar="R",
+                   help="stop run R's unfinished jobs, running or not started yet")
     add_json_option(p, "the runs ({\"runs\": [...]}; with --cancel what was asked to stop)")
 
 

@@ -47,6 +47,10 @@ def warn(message: str, key: str | None = None) -> None:
 
 # Snakemake's events (snakemake_interface_logger_plugins.common.LogEvent values)
 JOB_INFO, JOB_FINISHED, JOB_ERROR, PROGRESS = "job_info", "job_finished", "job_error", "progress"
+ERROR = "error"
+JOB_EXCEPTION = "RuleException"  # how Snakemake reports a job that raised
+# Snakemake's closing notes on a failed job, which a JobProgress that explains it replaces
+FAILED_JOB_NOTES = ("Exiting because a job execution failed", "--keep-incomplete mode is set")
 # What the live display replaces in Snakemake's own output (errors and warnings stay).
 CHATTER = {"job_info", "job_finished", "progress", "shellcmd", "job_started", "run_info",
            "resources_info", "workflow_started"}
@@ -66,11 +70,16 @@ class JobProgress(logging.Handler):
     nothing to say)."""
 
     def __init__(self, title: str, describe: Callable[[str, dict[str, str]], Verdict | None],
-                 *, verbose: bool = False, stream: Any = None):
+                 *, verbose: bool = False, stream: Any = None, explains_failures: bool = False):
         super().__init__(level=logging.DEBUG)
         self.title = title
         self.describe = describe
         self.verbose = verbose
+        # True: a failed job is told only by this handler's one line (describe() is given
+        # the reason as wildcards["reason"]); Snakemake's report of it (the exception with
+        # its frames, "Exiting because a job execution failed") is hidden (HideChatter)
+        self.explains_failures = explains_failures
+        self._last_error = ""  # the last failed job's exception as Snakemake formatted it
         self.stream = stream or sys.stderr
         self.jobs: dict[int, tuple[str, dict[str, str]]] = {}
         self.done = self.total = 0
@@ -146,9 +155,13 @@ class JobProgress(logging.Handler):
         elif event == JOB_FINISHED:
             rule, wildcards = self.jobs.pop(record.job_id, ("", {}))  # type: ignore[attr-defined]
             self.finished(rule, wildcards)
+        elif event == ERROR and getattr(record, "exception", None) == JOB_EXCEPTION:
+            self._last_error = str(record.getMessage())  # its job's JOB_ERROR comes next
         elif event == JOB_ERROR:
             rule = getattr(record, "rule_name", "?")
-            self.failed(rule, dict(self.jobs.pop(getattr(record, "jobid", -1), (rule, {}))[1]))
+            self.failed(rule, dict(self.jobs.pop(getattr(record, "jobid", -1), (rule, {}))[1]),
+                        exception_reason(self._last_error))
+            self._last_error = ""
         elif event == PROGRESS:
             self.progress(int(record.done), int(record.total))  # type: ignore[attr-defined]
 
@@ -168,12 +181,14 @@ class JobProgress(logging.Handler):
                 self.print(verdict.line)
         self._refresh()
 
-    def failed(self, rule: str, wildcards: dict[str, str]) -> None:
-        """One job failed: counted, its line printed and kept for the summary."""
+    def failed(self, rule: str, wildcards: dict[str, str], reason: str = "") -> None:
+        """One job failed: counted, its line printed and kept for the summary. `reason`:
+        its exception's message, as far as Snakemake's report of it says."""
         self.failed_count += 1
-        verdict = self.describe(rule, {**wildcards, "failed": "yes"})
+        verdict = self.describe(rule, {**wildcards, "failed": "yes", "reason": reason})
         line = verdict.line if verdict is not None else \
-            f"FAILED {rule} " + " ".join(f"{k}={v}" for k, v in wildcards.items())
+            f"FAILED {rule} " + " ".join(f"{k}={v}" for k, v in wildcards.items()) + \
+            (f": {reason}" if reason and self.explains_failures else "")
         self.failures.append(line)
         self.print(line)
         self._refresh()
@@ -182,9 +197,38 @@ class JobProgress(logging.Handler):
 class HideChatter(logging.Filter):
     """On Snakemake's own handlers while JobProgress draws: its informational lines
     ("Building DAG of jobs...", "Finished jobid: 4 (Rule: evaluate)", "3 of 9 steps done")
-    go; warnings and errors stay."""
+    go; warnings and errors stay. With `job_errors` (a JobProgress that explains failures)
+    Snakemake's report of a failed job goes too: the exception with its frames, "Error in
+    rule", "Exiting because a job execution failed", the --keep-incomplete note."""
+
+    def __init__(self, job_errors: bool = False):
+        super().__init__()
+        self.job_errors = job_errors
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Only warnings and errors pass, and none of the events JobProgress shows."""
-        return record.levelno >= logging.WARNING and \
-            str(getattr(record, "event", "") or "") not in CHATTER
+        event = str(getattr(record, "event", "") or "")
+        if record.levelno < logging.WARNING or event in CHATTER:
+            return False
+        if self.job_errors:
+            if event == JOB_ERROR or (event == ERROR and getattr(
+                    record, "exception", None) == JOB_EXCEPTION):
+                return False
+            return not str(record.msg).startswith(FAILED_JOB_NOTES)
+        return True
+
+
+def exception_reason(text: str) -> str:
+    """The message of a job's exception as Snakemake formats it ("RuleException:", "<Type>
+    in file <f>, line <n>:", the message, then its frames): the message alone, on one
+    line; "" when there is none."""
+    lines = text.splitlines()
+    start = next((i + 1 for i, line in enumerate(lines)
+                  if " in file " in line and line.rstrip().endswith(":")), 0)
+    kept = []
+    for line in lines[start:]:
+        if line.startswith("  File "):
+            break
+        if line.strip() and line.strip() != f"{JOB_EXCEPTION}:":
+            kept.append(line.strip())
+    return " ".join(kept)

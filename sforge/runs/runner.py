@@ -64,6 +64,7 @@ from sforge.service.client import ServiceClient, ServiceError
 
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
+HISTORY_ON_ABORT_S = 5.0  # after a second Ctrl-C: how long the run's history may take
 # agent.log is on the host: what an agent prints past its head is kept only as a tail
 AGENT_LOG_HEAD = 16 << 20
 AGENT_LOG_TAIL = 16 << 20
@@ -100,7 +101,33 @@ def _iso(t: datetime) -> str:
 
 
 def _next_attempt(folder: Path) -> int:
-    return 1 + len(list(folder.glob("attempt-*.json")))
+    """One past every attempt the folder knows of: its records and its kept logs (an
+    attempt killed with -9 left a log and no record)."""
+    numbers = [0]
+    for pattern, prefix, suffix in (("attempt-*.json", "attempt-", ".json"),
+                                    ("agent-attempt-*.log", "agent-attempt-", ".log")):
+        for path in folder.glob(pattern):
+            middle = path.name[len(prefix):len(path.name) - len(suffix)]
+            if middle.isdigit():
+                numbers.append(int(middle))
+    return 1 + max(numbers)
+
+
+def attempt_log(folder: Path, attempt: int) -> Path:
+    """Where an attempt's agent.log is kept once a later attempt has begun."""
+    return folder / f"agent-attempt-{attempt}.log"
+
+
+def _keep_log(log_path: Path, kept: Path) -> bool:
+    """Give agent.log a second name, `kept`, before the agent writes to it: Snakemake
+    removes agent.log (the rule's log) when the next attempt starts, the second name keeps
+    this attempt's output. False where the file system has no hard links."""
+    log_path.touch()
+    try:
+        os.link(log_path, kept)
+    except OSError:
+        return False
+    return True
 
 
 class _Run:
@@ -178,6 +205,8 @@ class _Run:
                               "sforge is stopping")
         self.folder.mkdir(parents=True, exist_ok=True)
         attempt = _next_attempt(self.folder)
+        if (self.folder / "cancel").exists():  # `sforge runs --cancel` before it started
+            return self._cancelled(attempt)
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
         eng = engine()
         work = self.pipe.refs[task.id]["work"]
@@ -199,12 +228,40 @@ class _Run:
         }
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
+        kept = attempt_log(self.folder, attempt)
+        linked = _keep_log(log_path, kept)
+        finished = False
         try:
-            return self._attempt(record, bundle, eng, started, deadline, log_path,
-                                 transcript, route, reference)
+            out = self._attempt(record, bundle, eng, started, deadline, log_path,
+                                transcript, route, reference)
+            finished = True
+            return out
         finally:
             running.unlink(missing_ok=True)
             (self.folder / "cancel").unlink(missing_ok=True)
+            if finished:  # agent.log is this attempt's, the last one
+                kept.unlink(missing_ok=True)
+            elif not linked:
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(log_path, kept)
+
+    def _cancelled(self, attempt: int) -> dict[str, Any]:
+        """The record of a run cancelled before it started: finished (never redone) with
+        `stopped_by: cancelled`, no agent started, nothing submitted or graded."""
+        spec, now = self.spec, _iso(_now())
+        record: dict[str, Any] = {
+            "run": spec.id, "task": self.task.id, "repeat": self.repeat, "attempt": attempt,
+            "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
+            "started_at": now, "ended_at": now, "elapsed_s": 0.0, "timeout_s": spec.timeout_s,
+            "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
+            "state": "done", "error": None, "stopped_by": "cancelled", "timed_out": False,
+            "interrupted": False, "exit_code": None, "resumes": 0, "final": None,
+            "usage": None, "tokens": None, "model_calls": None, "log": None,
+            "transcript": None, **self._summary({})}
+        atomic_write_json(self.folder / f"attempt-{attempt}.json", record)
+        atomic_write_json(self.output, record)
+        (self.folder / "cancel").unlink(missing_ok=True)
+        return record
 
     def provenance(self, eng, bundle: Path) -> dict[str, Any]:
         """What made this run, resolved (image ids, not only tags; the bundle's hash): two
@@ -276,7 +333,7 @@ class _Run:
                 shutil.rmtree(sockets, ignore_errors=True)
                 with contextlib.suppress(Exception):
                     admin.end_run(service_run)
-            history = {} if ABORT.is_set() else admin.history(service_run)
+            history = self._history(admin, service, service_run)
         ended = _now()
         judge = self.pipe.refs[task.id]["judge"].tag
         record.update({"judge_image": judge, "judge_image_id": eng.image_id(judge),
@@ -297,7 +354,8 @@ class _Run:
         where = f"run {spec.id} task {task.id} repeat {self.repeat}"
         if record["interrupted"]:
             raise Interrupted(f"{where} interrupted "
-                              f"(attempt {attempt} recorded; run it again to start afresh)")
+                              f"(attempt {attempt} recorded; run it again to start afresh)",
+                              attempt=attempt)
         if failure:
             raise RunFailed(f"{where} failed: {failure} (attempt {attempt} recorded; "
                             "run it again once the model API answers)")
@@ -351,7 +409,21 @@ class _Run:
         return {"exit_code": res.exit_code, "resumes": resumes,
                 "timed_out": res.exit_code is None and self.stop_reason is None}
 
-    def _final(self, box: WorkContainer, env: dict[str, str], client) -> dict[str, Any]:
+    def _history(self, admin: ServiceClient, service, service_run: str) -> dict[str, Any]:
+        """The run's submissions as the service recorded them. After a second Ctrl-C the
+        service is asked with a short bound: every submission graded by then is kept, and a
+        service that does not answer in time leaves the history empty, not the run stuck."""
+        if not ABORT.is_set():
+            return admin.history(service_run)
+        try:
+            with ServiceClient(service.url, service.admin_token, timeout=HISTORY_ON_ABORT_S,
+                               retry_503=False) as quick:
+                return quick.history(service_run)
+        except SforgeError:  # the service's errors included
+            return {}
+
+    def _final(self, box: WorkContainer, env: dict[str, str],
+               client) -> dict[str, Any] | None:
         """Pack what the agent left (the helper, in the restarted container: the agent's
         processes are gone, so `env` may hold the run's final token) and grade it as the
         run's last submission."""
@@ -372,6 +444,8 @@ class _Run:
                 sub = client.result(sub_id, wait_s=2)
         except (ServiceError, SforgeError) as exc:
             return {"error": str(exc)}
+        if ABORT.is_set() and sub.get("state") in ("queued", "running"):
+            return None  # abandoned: a final result is recorded only once graded
         return _brief(sub)
 
     def _summary(self, history: dict[str, Any]) -> dict[str, Any]:

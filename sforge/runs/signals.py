@@ -10,7 +10,13 @@ from sforge.core.errors import SforgeError
 
 
 class Interrupted(SforgeError):
-    """The run was stopped by Ctrl-C or SIGTERM; its attempt is recorded, its target is not."""
+    """The run was stopped by Ctrl-C or SIGTERM; its attempt is recorded, its target is not.
+    `attempt`: the attempt-<n>.json recorded, None when the run was stopped before it
+    started (nothing recorded)."""
+
+    def __init__(self, message: str, attempt: int | None = None):
+        super().__init__(message)
+        self.attempt = attempt
 
 
 # Ctrl-C: the first asks every run of this process to stop and grade its workspace, the

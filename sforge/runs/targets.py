@@ -90,10 +90,26 @@ def run_targets(pipe, spec: RunSpec) -> list[Path]:
             for t in spec.tasks for r in range(spec.repeats)]
 
 
+# why a run job of this process failed, by (run, task, repeat): what `sforge run` says of it
+_failures: dict[tuple[str, str, int], BaseException] = {}
+
+
 def make_run_target(pipe, run_id: str, task_id: str, repeat: int) -> dict[str, Any]:
-    """Run the agent on one task and repeat (the run rule's body); → the run's record."""
-    return run_target(pipe, run_spec(pipe, run_id), task_id, repeat)
+    """Run the agent on one task and repeat (the run rule's body); → the run's record. A
+    job that fails keeps its exception for `job_failure` (and the job still fails)."""
+    _failures.pop((run_id, task_id, repeat), None)
+    try:
+        return run_target(pipe, run_spec(pipe, run_id), task_id, repeat)
+    except BaseException as exc:
+        _failures[(run_id, task_id, repeat)] = exc
+        raise
 
 
-__all__ = ["bundle_sentinel", "make_bundle_target", "make_run_target", "run_mem_mb",
-           "run_runtime_min", "run_spec", "run_targets", "run_threads"]
+def job_failure(run_id: str, task_id: str, repeat: int) -> BaseException | None:
+    """Why this process's last job of (run, task, repeat) failed, None when it did not
+    (or ran elsewhere): Interrupted, RunFailed, or whatever stopped it."""
+    return _failures.get((run_id, task_id, repeat))
+
+
+__all__ = ["bundle_sentinel", "job_failure", "make_bundle_target", "make_run_target",
+           "run_mem_mb", "run_runtime_min", "run_spec", "run_targets", "run_threads"]

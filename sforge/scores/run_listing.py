@@ -27,7 +27,14 @@ class RunFolder:
     path: Path
     state: str
     record: dict[str, Any]
-    attempts: int
+    attempts: int  # attempt-<n>.json files, the state's own included
+
+    @property
+    def earlier_attempts(self) -> int:
+        """Attempts recorded before the one the state is read from (a running attempt has
+        no attempt file yet; a done, failed or interrupted one has)."""
+        return self.attempts if self.state in ("running", "pending") \
+            else max(0, self.attempts - 1)
 
 
 def record_state(record: dict[str, Any], default: str) -> str:
@@ -110,12 +117,14 @@ def run_row(found: RunFolder) -> dict[str, Any]:
     if found.state == "running" and record.get("started_at"):
         started = datetime.fromisoformat(record["started_at"])
         elapsed = round((datetime.now(UTC) - started).total_seconds(), 1)
+    # stopped_by beside the state: a done run stopped by its timeout, a cancel or a cap
+    # is not one its agent finished
     return {"run": found.run, "task": found.task, "repeat": found.repeat,
-            "state": found.state, "agent": record.get("agent"), "model": record.get("model"),
+            "state": found.state, "stopped_by": record.get("stopped_by"),
+            "agent": record.get("agent"), "model": record.get("model"),
             "best": record.get("best_score"), "rescaled": record.get("best_rescaled"),
             "rounds": record.get("rounds"), **usage_columns(record),
-            "elapsed_s": elapsed, "attempts": found.attempts,
-            "stopped_by": record.get("stopped_by"), "error": record.get("error")}
+            "elapsed_s": elapsed, "attempts": found.attempts, "error": record.get("error")}
 
 
 def list_runs(root: Path, run_id: str | None = None) -> list[dict[str, Any]]:

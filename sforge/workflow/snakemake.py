@@ -27,6 +27,7 @@ from sforge.core.fileio import atomic_write_text
 from sforge.grading.capacity import machine_memory_mb
 
 SNAKEFILE = WORKFLOW_DIR / "Snakefile"
+JOBS_FAILED = "At least one job did not complete successfully."  # Snakemake's words
 PROFILES = WORKFLOW_DIR / "profiles"
 # The keys of the workflow profile this module maps onto the API's settings.
 _PROFILE_KEYS = {"rerun-triggers", "force-use-threads", "scheduler", "keep-incomplete",
@@ -118,7 +119,11 @@ def _run_api(job: Run) -> bool:
         from snakemake.exceptions import WorkflowError
 
         if isinstance(exc, WorkflowError | SforgeError):
-            say(str(exc))
+            # a progress that explains failed jobs has said why each failed
+            if not (job.progress is not None and getattr(job.progress, "explains_failures",
+                                                         False) and job.progress.failures
+                    and job.verbose < 2 and str(exc) == JOBS_FAILED):
+                say(str(exc))
             return False
         raise
     return True
@@ -131,7 +136,8 @@ def _attach(handler: Any, hide_chatter: bool) -> None:
 
     if hide_chatter:
         for h in logger.handlers:
-            h.addFilter(HideChatter())
+            h.addFilter(HideChatter(job_errors=bool(getattr(handler, "explains_failures",
+                                                            False))))
     logger.addHandler(handler)
 
 

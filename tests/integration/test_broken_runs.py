@@ -195,6 +195,12 @@ def test_claude_code_against_a_failing_api_fails_early(edge, status):
     assert row["state"] == "failed" and f"HTTP {status}" in row["error"]
     # the table `sforge run` printed at its end says so too
     assert "failed" in proc.stdout and f"HTTP {status}" in proc.stdout
+    # one line of sforge's says why, with no Python frames or Snakemake internals
+    line = f"{TASK}  {run_id}/0  FAILED: model API {server.url}"
+    assert line in proc.stderr and f"HTTP {status} {kind}" in proc.stderr, proc.stderr
+    for internal in ("RuleException", "File \"", "Traceback", "Exiting because",
+                     "--keep-incomplete", "did not complete successfully"):
+        assert internal not in out, out
 
 
 @pytest.mark.docker

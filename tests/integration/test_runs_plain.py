@@ -51,15 +51,17 @@ def test_plain_snakemake_makes_a_run(servicebench, tmp_path):
     assert [(r["run"], r["state"]) for r in listed] == [("plain", "done")]
 
 
-def start_slow_run(servicebench, tmp_path, run_id: str, answer: int):
-    """`sforge run` of a script that writes its answer, says so, then works for 100 s;
-    returns once the answer is written."""
+def start_slow_run(servicebench, tmp_path, run_id: str, answer: int, submit: bool = False,
+                   extra: tuple[str, ...] = ()):
+    """`sforge run` of a script that writes its answer (and with `submit` submits it and
+    waits for its verdict), says so, then works for 100 s; returns once it has said so."""
     script = tmp_path / f"{run_id}.sh"
-    script.write_text(f"echo {answer} > answer.txt; echo WRITTEN; sleep 100\n")
+    script.write_text(f"echo {answer} > answer.txt; {'sforge-submit; ' if submit else ''}"
+                      "echo WRITTEN; sleep 100\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "sforge", "-b", str(servicebench.bench), "--results",
          str(servicebench.results), "run", "--agent", "script", "--script", str(script),
-         "--task", "quick", "--run-id", run_id, "--timeout", "200"],
+         "--task", "quick", "--run-id", run_id, "--timeout", "200", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     folder = servicebench.results / servicebench.name / "runs" / run_id / "quick" / "0"
     log = folder / "agent.log"
@@ -85,6 +87,56 @@ def test_cancel_a_running_run(servicebench, tmp_path):
     assert rec["final"]["score"] == 3  # the workspace it left was graded
 
 
+def test_cancel_covers_the_jobs_not_started_yet(servicebench, tmp_path):
+    """--repeat 2 with one job at a time: a cancel while the first runs also stops the
+    second, which records cancelled without starting its agent."""
+    script = tmp_path / "c2.sh"
+    script.write_text("echo 3 > answer.txt; echo WRITTEN; sleep 100\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sforge", "-b", str(servicebench.bench), "--results",
+         str(servicebench.results), "run", "--agent", "script", "--script", str(script),
+         "--task", "quick", "--run-id", "c2", "--timeout", "200", "--repeat", "2", "-j", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    run = servicebench.results / servicebench.name / "runs" / "c2"
+    deadline = time.monotonic() + 120
+    while not any("WRITTEN" in log.read_text() for log in run.glob("quick/*/agent.log")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read()
+        time.sleep(0.2)
+    asked = servicebench.run("runs", "--cancel", "c2", check=True)
+    assert "cancel asked of 2 unfinished run(s)" in asked.stdout, asked.stdout
+    started = time.monotonic()
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 0, out
+    assert time.monotonic() - started < 60  # not the script's 100 s, twice
+    records = [json.loads((run / "quick" / str(r) / "run.json").read_text()) for r in (0, 1)]
+    assert [r["stopped_by"] for r in records] == ["cancelled", "cancelled"], records
+    never = [r for r in records if r["rounds"] == 0]
+    assert len(never) == 1 and never[0]["final"] is None and never[0]["exit_code"] is None
+    assert not list(run.glob("quick/*/cancel"))
+
+
+def test_a_retry_keeps_the_earlier_attempts_log(servicebench, tmp_path):
+    """agent.log is the latest attempt's; an earlier attempt's log stays beside its record
+    as agent-attempt-<n>.log, linked from the run page."""
+    proc, folder = start_slow_run(servicebench, tmp_path, "i4", 5)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=60)
+    (tmp_path / "i4.sh").write_text("echo 6 > answer.txt; echo SECOND-TRY\n")
+    servicebench.run("run", "--agent", "script", "--script", str(tmp_path / "i4.sh"),
+                     "--task", "quick", "--run-id", "i4", "--timeout", "200", check=True)
+    assert json.loads((folder / "run.json").read_text())["attempt"] == 2
+    first = (folder / "agent-attempt-1.log").read_text()
+    assert "WRITTEN" in first and "SECOND-TRY" not in first
+    latest = (folder / "agent.log").read_text()
+    assert "SECOND-TRY" in latest and "WRITTEN" not in latest
+    assert not (folder / "agent-attempt-2.log").exists()  # agent.log is the latest's
+    servicebench.run("report", check=True)
+    page = (servicebench.results / servicebench.name / "report" / "runs" / "i4"
+            / "quick-0.html").read_text()
+    assert 'quick/0/agent-attempt-1.log">agent-attempt-1.log</a>' in page
+    assert "(1 earlier attempt(s) recorded)" in page
+
+
 def test_second_ctrl_c_leaves_no_container(servicebench, tmp_path, docker_client):
     proc, folder = start_slow_run(servicebench, tmp_path, "i1", 4)
     os.killpg(proc.pid, signal.SIGINT)   # Ctrl-C: the terminal signals the whole group
@@ -97,6 +149,40 @@ def test_second_ctrl_c_leaves_no_container(servicebench, tmp_path, docker_client
     attempt = json.loads((folder / "attempt-1.json").read_text())
     assert attempt["interrupted"]
     assert not run_containers(docker_client, servicebench, "i1")
+
+
+def test_ctrl_c_says_the_run_was_interrupted(servicebench, tmp_path):
+    """Ctrl-C: one line says the run was interrupted and what running it again does; no
+    FAILED line, no Python frames or Snakemake internals; the exit code is Ctrl-C's."""
+    proc, folder = start_slow_run(servicebench, tmp_path, "i3", 5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, out
+    assert "quick  i3/0  interrupted: attempt 1 recorded" in out, out
+    assert "`sforge run` again starts it afresh" in out, out
+    for internal in ("FAILED", "RuleException", "File \"", "Traceback", "Exiting because",
+                     "--keep-incomplete", "did not complete successfully"):
+        assert internal not in out, out
+    assert json.loads((folder / "attempt-1.json").read_text())["state"] == "interrupted"
+
+
+def test_second_ctrl_c_keeps_the_graded_submissions(servicebench, tmp_path):
+    """Ctrl-C twice, 0.5 s apart: the final grading is abandoned, but the record keeps the
+    submission the agent made and had graded, and no final result it did not get."""
+    proc, folder = start_slow_run(servicebench, tmp_path, "i2", 7, submit=True)
+    assert "(round 1): VALID" in (folder / "agent.log").read_text()
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out = proc.communicate(timeout=60)[0].decode()
+    assert "abandoning final grading" in out, out
+    attempt = json.loads((folder / "attempt-1.json").read_text())
+    assert attempt["interrupted"] and attempt["state"] == "interrupted"
+    first = attempt["submissions"][0]
+    assert first["round"] == 1 and first["state"] == "done" and first["score"] == 7, attempt
+    assert attempt["rounds"] >= 1 and attempt["best_score"] == 7 and attempt["best_round"] == 1
+    # the final workspace's result is recorded only when it was graded
+    assert attempt["final"] is None or attempt["final"]["state"] == "done", attempt["final"]
 
 
 def _claude(servicebench, model, run_id, *extra):

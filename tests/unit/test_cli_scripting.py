@@ -349,9 +349,45 @@ def test_run_progress_lines(tmp_path):
     (folder / "run.json").write_text(json.dumps({"state": "failed", "error": "HTTP 401"}))
     line = run_verdict(tmp_path, "agent_run", wc)
     assert line is not None and line.invalid and "failed  best -  HTTP 401" in line.line
-    failed = run_verdict(tmp_path, "agent_run", {**wc, "failed": "yes"})
-    assert failed is not None and "FAILED" in failed.line
+    failed = run_verdict(tmp_path, "agent_run", {**wc, "failed": "yes", "reason": "no disk"})
+    assert failed is not None and failed.line.startswith("knapsack  r1/0  FAILED: no disk")
     assert run_verdict(tmp_path, "other", {}) is None
+
+
+def test_a_failed_jobs_snakemake_report_is_hidden_and_its_reason_kept():
+    """With a progress that explains failed jobs, Snakemake's exception block and closing
+    notes are hidden; the reason (the exception's message, without frames) reaches the
+    progress's one line."""
+    import logging
+
+    from sforge.core.console import HideChatter
+
+    text = ('RuleException:\nInterrupted in file "/x/rules/runs.smk", line 34:\n'
+            'run c1 task knapsack repeat 0 failed: no disk\n'
+            '  File "/x/rules/runs.smk", line 34, in __rule_agent_run\n')
+
+    def record(msg: str, level: int = logging.ERROR, **extra) -> logging.LogRecord:
+        rec = logging.LogRecord("snakemake", level, "", 0, msg, None, None)
+        rec.__dict__.update(extra)
+        return rec
+
+    block = record(text, event="error", exception="RuleException")
+    notes = [record("Exiting because a job execution failed. Look above for error messages"),
+             record("--keep-incomplete mode is set, so ...", logging.WARNING)]
+    other = record("MissingInputException: no rule to make x", event="error",
+                   exception="MissingInputException")
+    hide = HideChatter(job_errors=True)
+    assert not hide.filter(block) and not any(hide.filter(n) for n in notes)
+    assert hide.filter(other)  # not a job's failure: still shown
+    assert HideChatter().filter(block)  # `sforge grade` keeps Snakemake's report
+    lines: list[str] = []
+    progress = JobProgress("run", lambda rule, wc: Verdict(f"FAILED: {wc['reason']}", True),
+                           explains_failures=True)
+    progress.print = lines.append  # type: ignore[method-assign]
+    progress.emit(block)
+    progress.emit(record("Error in rule agent_run", event="job_error", rule_name="agent_run",
+                         jobid=3))
+    assert lines == ["FAILED: run c1 task knapsack repeat 0 failed: no disk"]
 
 
 def test_json_is_one_line(bench, tmp_path):

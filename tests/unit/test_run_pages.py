@@ -185,3 +185,49 @@ def test_transcript_lines_that_are_not_calls_and_the_page_cap(tmp_path):
     assert "omitted" in (calls[3].note or "") and "not a JSON object" in (calls[4].note or "")
     cut = read_transcript(path, max_chars=100)
     assert cut.truncated and len(cut.calls) == 1
+
+
+def _attempt(folder: Path, n: int, **fields) -> None:
+    (folder / f"attempt-{n}.json").write_text(json.dumps({"attempt": n, **fields}))
+
+
+def test_the_earlier_attempts_are_counted_without_the_current_one(root):
+    done = root / "runs" / "r1" / "min_task" / "1"
+    _attempt(done, 1, state="done")  # done on its first try: no earlier attempt
+    update_run_pages(root, "minibench", environment)
+    page = (root / "report" / "runs" / "r1" / "min_task-1.html").read_text()
+    assert "earlier attempt" not in page
+    _attempt(done, 2, state="done")  # done on its second try: one earlier
+    interrupted = root / "runs" / "r1" / "other_task" / "1"
+    _attempt(interrupted, 2, state="interrupted")  # the latest of two interrupted ones
+    update_run_pages(root, "minibench", environment)
+    page = (root / "report" / "runs" / "r1" / "min_task-1.html").read_text()
+    assert "(1 earlier attempt(s) recorded)" in page
+    page = (root / "report" / "runs" / "r1" / "other_task-1.html").read_text()
+    assert "(1 earlier attempt(s) recorded)" in page
+
+
+def test_why_a_run_stopped_is_a_column_of_runs_html_and_the_runs_table(root, tmp_path):
+    for n, why in ((1, "timeout"), (2, "cancelled")):
+        folder = root / "runs" / "r3" / "min_task" / str(n)
+        folder.mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"state": "done", "stopped_by": why}))
+    update_run_pages(root, "minibench", environment)
+    index = (root / "report" / "runs.html").read_text()
+    assert '<th class="text">stopped by</th>' in index
+    for why in ("agent", "timeout", "cancelled"):
+        assert f'<td class="text stopped-by">{why}</td>' in index
+    # `sforge runs`: the column beside the state, from the same rows
+    row = list_runs(root, "r3")[0]
+    assert list(row)[list(row).index("state") + 1] == "stopped_by"
+
+
+def test_earlier_attempts_logs_are_linked_from_the_run_page(root):
+    folder = root / "runs" / "r1" / "min_task" / "1"
+    (folder / "agent-attempt-1.log").write_text("first try\n")
+    (folder / "agent-attempt-2.log").write_text("second try\n")
+    update_run_pages(root, "minibench", environment)
+    page = (root / "report" / "runs" / "r1" / "min_task-1.html").read_text()
+    links = re.findall(r'<a href="\.\./\.\./\.\./runs/r1/min_task/1/([^"]+)">', page)
+    assert links.index("agent.log") < links.index("agent-attempt-1.log") \
+        < links.index("agent-attempt-2.log")
