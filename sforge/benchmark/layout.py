@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 IMAGE_KINDS = ("base", "work", "judge")
+AGENT_LOG = "agent.log"  # a run folder's log of its latest attempt
+_ATTEMPT_FILES = {"record": ("attempt-", ".json"), "log": ("agent-attempt-", ".log")}
 REPORT_PAGES = "report"  # <root>/report/<task>.html, linked from <root>/report.html
 
 
@@ -135,7 +137,7 @@ class Layout:
 
     def run_log(self, run: str, task: str, repeat: int | str) -> Path:
         """The agent's log of one run."""
-        return self.run_dir(run, task, repeat) / "agent.log"
+        return self.run_dir(run, task, repeat) / AGENT_LOG
 
     def agent_sentinel(self, agent: str, digest: str) -> Path:
         """A prepared agent bundle, by the digest of what it is made of."""
@@ -197,3 +199,21 @@ class Layout:
     def cache(self) -> Path:
         """Memories that only ever save time (hashes, parsed results, table parts)."""
         return self.root / ".cache"
+
+
+def attempt_file(folder: Path, attempt: int, kind: str = "record") -> Path:
+    """A run folder's file of one attempt: its record (attempt-<n>.json) or, once a later
+    attempt has begun, its agent log (agent-attempt-<n>.log)."""
+    prefix, suffix = _ATTEMPT_FILES[kind]
+    return folder / f"{prefix}{attempt}{suffix}"
+
+
+def attempt_files(folder: Path, kind: str = "record") -> list[tuple[int, Path]]:
+    """(attempt, path) of a run folder's attempt records or logs, oldest first."""
+    prefix, suffix = _ATTEMPT_FILES[kind]
+    found = []
+    for path in folder.glob(f"{prefix}*{suffix}"):
+        middle = path.name[len(prefix):len(path.name) - len(suffix)]
+        if middle.isdigit():
+            found.append((int(middle), path))
+    return sorted(found)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sforge.benchmark.layout import AGENT_LOG, attempt_files
 from sforge.cli.common import (
     AddParser,
     Subcommands,
@@ -235,19 +236,18 @@ def failed_run_verdict(folder: Path, run: str, task: str, repeat: str,
     latest = latest_attempt(folder) if exc is None or isinstance(exc, RunFailed) else {}
     why = latest.get("error") if latest.get("state") == "failed" else None
     why = why or (str(exc) if exc is not None else reason) or "no reason given"
-    log = folder / "agent.log"
+    log = folder / AGENT_LOG
     return Verdict(f"{where}  FAILED: {why}" + (f" (see {log})" if log.is_file() else ""),
                    True)
 
 
 def latest_attempt(folder: Path) -> dict[str, Any]:
     """The run folder's latest attempt-<n>.json ({} when none can be read)."""
-    numbers = [int(p.stem.split("-", 1)[1]) for p in folder.glob("attempt-*.json")
-               if p.stem.split("-", 1)[1].isdigit()]
-    if not numbers:
+    found = attempt_files(folder)
+    if not found:
         return {}
     try:
-        data = read_json(folder / f"attempt-{max(numbers)}.json")
+        data = read_json(found[-1][1])
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import jinja2
 
 from sforge import __version__
-from sforge.benchmark.layout import Layout
+from sforge.benchmark.layout import AGENT_LOG, Layout, attempt_files
 from sforge.core.fileio import atomic_write_text
 from sforge.grading.feedback import Detail, read_feedback
 from sforge.report.transcript import read_transcript
@@ -81,22 +81,13 @@ def round_views(root: Path, found: RunFolder) -> list[RoundView]:
     return out
 
 
-def _by_attempt(found: RunFolder, pattern: str) -> list[str]:
-    """The names in the run folder that match `pattern` (one `*`: the attempt number), in
-    the order of their attempts."""
-    def number(name: str) -> int:
-        middle = name[len(pattern.split("*")[0]):len(name) - len(pattern.split("*")[1])]
-        return int(middle) if middle.isdigit() else -1
-
-    return sorted((p.name for p in found.path.glob(pattern)), key=lambda n: (number(n), n))
-
-
 def _files(found: RunFolder) -> list[tuple[str, str]]:
     """(name, link) of the run folder's own files a person opens: the latest attempt's
     agent.log, then each earlier attempt's log and record."""
     base = f"{UP}runs/{quote(found.run)}/{quote(found.task)}/{found.repeat}/"
-    names = ["run.json", "agent.log", "transcript.jsonl", "running.json",
-             *_by_attempt(found, "agent-attempt-*.log"), *_by_attempt(found, "attempt-*.json")]
+    names = ["run.json", AGENT_LOG, "transcript.jsonl", "running.json",
+             *(p.name for _, p in attempt_files(found.path, "log")),
+             *(p.name for _, p in attempt_files(found.path, "record"))]
     return [(n, base + quote(n)) for n in names if (found.path / n).is_file()]
 
 

@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 
 from sforge import __version__
 from sforge.benchmark.games import is_game
+from sforge.benchmark.layout import AGENT_LOG, attempt_file, attempt_files
 from sforge.build.image import ensure_local
 from sforge.containers.docker import engine
 from sforge.containers.owner import sweep_stale_containers
@@ -103,19 +104,7 @@ def _iso(t: datetime) -> str:
 def _next_attempt(folder: Path) -> int:
     """One past every attempt the folder knows of: its records and its kept logs (an
     attempt killed with -9 left a log and no record)."""
-    numbers = [0]
-    for pattern, prefix, suffix in (("attempt-*.json", "attempt-", ".json"),
-                                    ("agent-attempt-*.log", "agent-attempt-", ".log")):
-        for path in folder.glob(pattern):
-            middle = path.name[len(prefix):len(path.name) - len(suffix)]
-            if middle.isdigit():
-                numbers.append(int(middle))
-    return 1 + max(numbers)
-
-
-def attempt_log(folder: Path, attempt: int) -> Path:
-    """Where an attempt's agent.log is kept once a later attempt has begun."""
-    return folder / f"agent-attempt-{attempt}.log"
+    return 1 + max([0, *(n for kind in ("record", "log") for n, _ in attempt_files(folder, kind))])
 
 
 def _keep_log(log_path: Path, kept: Path) -> bool:
@@ -215,7 +204,7 @@ class _Run:
         sweep_stale_containers(eng, RUN_LABEL)  # work containers of runs killed with -9
         started = _now()
         deadline = time.time() + spec.timeout_s
-        log_path = self.folder / "agent.log"
+        log_path = self.folder / AGENT_LOG
         transcript = self.folder / "transcript.jsonl"
         route = self.model_route(transcript)
         reference = reference_files(task) if self.agent.reference else None
@@ -228,7 +217,7 @@ class _Run:
         }
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
-        kept = attempt_log(self.folder, attempt)
+        kept = attempt_file(self.folder, attempt, "log")
         linked = _keep_log(log_path, kept)
         finished = False
         try:
@@ -258,7 +247,7 @@ class _Run:
             "interrupted": False, "exit_code": None, "resumes": 0, "final": None,
             "usage": None, "tokens": None, "model_calls": None, "log": None,
             "transcript": None, **self._summary({})}
-        atomic_write_json(self.folder / f"attempt-{attempt}.json", record)
+        atomic_write_json(attempt_file(self.folder, attempt), record)
         atomic_write_json(self.output, record)
         (self.folder / "cancel").unlink(missing_ok=True)
         return record
@@ -350,7 +339,7 @@ class _Run:
             else "failed" if failure else "done",
             "error": failure,
         })
-        atomic_write_json(self.folder / f"attempt-{attempt}.json", record)
+        atomic_write_json(attempt_file(self.folder, attempt), record)
         where = f"run {spec.id} task {task.id} repeat {self.repeat}"
         if record["interrupted"]:
             raise Interrupted(f"{where} interrupted "

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sforge.benchmark.layout import attempt_files
 from sforge.core.fileio import read_json
 
 ERROR_CHARS = 160  # the table's error column; --json keeps the whole message
@@ -94,9 +95,7 @@ def run_folders(root: Path, run_id: str | None = None) -> list[RunFolder]:
             continue
         record: dict[str, Any] = {}
         state = "pending"
-        attempts = sorted(folder.glob("attempt-*.json"),
-                          key=lambda p: int(p.stem.split("-")[1])
-                          if p.stem.split("-")[1].isdigit() else -1)
+        attempts = [path for _, path in attempt_files(folder)]
         running = folder / "running.json"
         if (folder / "run.json").is_file():
             record, state = _record(folder / "run.json"), "done"
