@@ -45,7 +45,7 @@ def test_imported_tasks_grade_reference_100_and_empty_0(tmp_path: Path, docker_c
                     assert task["reference"] and not task["reference_problem"], task
         with tarfile.open(into / "submissions" / "reference" / "shared-acl" /
                           "reference.tar.gz") as tar:
-            shared = tar.getmember("./shared")
+            shared = tar.getmember("shared")  # packed as sforge-submit packs: no "./"
         assert (shared.mode, shared.gid) == (0o2770, 2345)
         # packed with its ACL as the raw xattr too (numeric ids, unlike GNU tar's ACL text)
         assert "SCHILY.xattr.system.posix_acl_default" in shared.pax_headers
