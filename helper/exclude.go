@@ -1,8 +1,9 @@
 package main
 
-// The [submission] exclude rule exactly as the judge applies it (sforge/archive.py, whose
-// globs are Python's fnmatch.fnmatchcase): the helper must leave out the same paths, no
-// more, no fewer. testdata/exclude_rules.json holds both sides to it.
+// The [submission] exclude rule exactly as the judge applies it
+// (sforge/grading/selection.py, whose globs are Python's fnmatch.fnmatchcase): the helper
+// must leave out the same paths, no more, no fewer. testdata/exclude_rules.json holds both
+// sides to it.
 
 import (
 	"fmt"

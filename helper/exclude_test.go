@@ -55,7 +55,7 @@ func readCases(t *testing.T, file string) []excludeCase {
 }
 
 // TestExcludeRules: for every case of testdata/exclude_rules.json (the judge's decisions,
-// checked against sforge/archive.py by tests/test_exclude_rules.py), pack leaves the file
+// checked against sforge/grading/selection.py by tests/unit/test_exclude_rules.py), pack leaves the file
 // out exactly when the judge would.
 func TestExcludeRules(t *testing.T) {
 	cases := readCases(t, filepath.Join("testdata", "exclude_rules.json"))
@@ -63,7 +63,7 @@ func TestExcludeRules(t *testing.T) {
 		t.Fatal("no cases")
 	}
 	// More cases in the same form, decided by the judge at test time (random patterns and
-	// paths, from tests/test_exclude_rules.py).
+	// paths, from tests/unit/test_exclude_rules.py).
 	if extra := os.Getenv("SFORGE_EXCLUDE_CASES"); extra != "" {
 		cases = append(cases, readCases(t, extra)...)
 	}

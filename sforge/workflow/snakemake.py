@@ -56,7 +56,7 @@ def settings() -> dict[str, Any]:
     unknown = set(data) - _PROFILE_KEYS
     if unknown:  # a new setting must be mapped below, or the two run paths would differ
         raise SforgeError(f"{path}: sforge's in-process run does not apply "
-                          f"{', '.join(sorted(unknown))}; map it in sforge/workflow.py")
+                          f"{', '.join(sorted(unknown))}; map it in sforge/workflow/snakemake.py")
     return data
 
 

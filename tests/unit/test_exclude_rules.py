@@ -1,4 +1,4 @@
-"""`[submission] exclude`: the judge (sforge/archive.py) and the sforge-submit helper
+"""`[submission] exclude`: the judge (sforge/grading/selection.py) and the sforge-submit helper
 (helper/exclude.go) follow one rule, checked against one table of cases,
 helper/testdata/exclude_rules.json."""
 
