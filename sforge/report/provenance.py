@@ -20,7 +20,7 @@ def proof_cell(proofs: dict[str, Proof]) -> Cell:
     pays, the reasons on hover."""
     text, why, bad = proof_badge(proofs)
     style = BAD if bad else GOOD if text == "proven" else ""
-    return Cell(text or "—", text or "~", style, title=why)
+    return Cell(text or "—", text or "~", style, title=why if text else f"not proven: {why}")
 
 
 def proof_fact(proofs: dict[str, Proof]) -> tuple[str, str]:

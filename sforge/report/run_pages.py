@@ -23,7 +23,7 @@ from sforge.scores.run_listing import RunFolder, run_folders, run_row
 if TYPE_CHECKING:
     import jinja2
 
-RUNS_VERSION = "2"  # the pages change: every page rendered again
+RUNS_VERSION = "3"  # the pages change: every page rendered again
 RUNS_DIR = "runs"        # report/runs/<run>/<task>-<repeat>.html
 
 

@@ -77,7 +77,7 @@ def read_proofs(bench: Benchmark, root: Path) -> dict[str, dict[str, Proof]]:
 def proof_badge(proofs: dict[str, Proof]) -> tuple[str, str, bool]:
     """(short text, the reasons, whether it is a problem) of one task's proofs."""
     if not proofs:
-        return "", "not proven (sforge prove)", False
+        return "", "run sforge prove", False
     parts, why, bad = [], [], False
     for agent in PROOF_AGENTS:
         p = proofs.get(agent)

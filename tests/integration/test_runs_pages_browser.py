@@ -1,7 +1,8 @@
 """The report's runs pages in a real browser: `sforge report` on a results folder with hand-made
 run folders (tests.helpers.run_folders), then headless Chromium (Debian package `chromium`)
 takes screenshots of runs.html and a run page at 1280 and 400 px wide and, with a probe
-script, checks at 400 px that the page does not scroll sideways with every message open,
+script, checks at 400 px that the page does not scroll sideways with every message open, that a
+run's state shows without scrolling the runs table (at 1280 px: every column),
 that the hostile transcript stayed text, and that the search box filters and highlights."""
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ window.addEventListener("load", function () {
       document.querySelectorAll("details.item"), function (e) { return !e.hidden; }).length);
     out["marks-after-clear"] = String(document.querySelectorAll("mark").length);
   }
+  ["state", "error"].forEach(function (name) {
+    var th = Array.prototype.filter.call(document.querySelectorAll("#runs-table th"),
+      function (h) { return h.textContent.trim() === name; })[0];
+    if (th) out[name + "-right"] = String(Math.round(th.getBoundingClientRect().right));
+  });
   out["client-width"] = String(d.clientWidth);
   out["errors"] = window.__errors.join(" | ") || "none";
   window.parent.postMessage(out, "*");
@@ -91,6 +97,11 @@ def test_runs_pages_in_headless_chromium(report, tmp_path):
     assert found["errors"] == "none", found
     assert int(found["scroll-width"]) <= int(found["client-width"]) <= 400, found
     assert found["hostile-bold"] == "0"
+    # a run's state is in sight at 400 px without scrolling the table (columns as `sforge runs`)
+    assert int(found["state-right"]) <= int(found["client-width"]), found
+    # and at 1280 px every column, the error last, fits without scrolling the table
+    wide = probe_page(runs, PROBE, profile, width=1280)
+    assert int(wide["error-right"]) <= int(wide["client-width"]) - 40, wide  # body margin
     found = probe_page(run, PROBE, profile)
     assert found["errors"] == "none", found
     # every message open, and no sideways scroll

@@ -119,6 +119,9 @@ def test_report_marks_a_failing_oracle_and_a_paying_noop(bench, tmp_path):
     assert "oracle fails, no-op pays" in bad and "#fbe3e3" in bad
     assert re.search(r">proven<", row_of(page, "task-table", "max_task"))
     assert "not proven" in row_of(page, "task-table", "piece_task")
+    unproven = task_page(layout, "piece_task")
+    assert "not proven — run sforge prove" in unproven  # said once, with what to do
+    assert unproven.count("not proven") == 1
     assert "oracle fails: not full marks" in task_page(layout, "min_task")
     # a newer proof (the task fixed) re-renders its cached task page
     proof_record(root, "oracle", "min_task", 20.0, 100.0, ended="2027-01-01T00:00:00+00:00")
