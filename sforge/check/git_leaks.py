@@ -1,9 +1,10 @@
 """`sforge check --integrity`, the git part: a repository in the work image must hold nothing
-beyond HEAD (no other branch, tag, reflog entry or unreachable object an agent could check
-out or cat) and no canary in any object. Every repository of the image is copied out of the
-export and read with this machine's git, never the image's, and with no configuration of
-the image: the copy's config is written afresh, so nothing the image names runs here. One
-that cannot be read or copied cannot be proven clean, and says so."""
+beyond HEAD (no other branch, tag, reflog entry or unreachable object an agent could check out
+or cat), and no object, HEAD's history included, holds the canary or a hidden file. Every
+repository of the image is copied out of the export and read with this machine's git, never the
+image's, and with no configuration of the image: the copy's config is written afresh, so
+nothing the image names runs here. One that cannot be read or copied cannot be proven clean,
+and says so."""
 
 from __future__ import annotations
 
@@ -272,10 +273,23 @@ def _cannot(where: Path, image_path: str, why: str, cwd: str) -> Finding:
                    severity(image_path, cwd))
 
 
+def _blobs(git: str, copy: GitCopy, repo: Path) -> set[str]:
+    """The ids of every blob of the repository, reachable or not, loose or packed."""
+    listed = _git(git, copy, repo, "cat-file", "--batch-all-objects",
+                  "--batch-check=%(objectname) %(objecttype)")
+    if listed.returncode != 0:
+        raise CannotCheck("git cannot list its objects ("
+                          f"{(listed.stderr.strip().splitlines() or ['no output'])[-1][:200]})")
+    return {name for name, _, kind in (ln.partition(" ") for ln in listed.stdout.splitlines())
+            if kind == "blob"}
+
+
 def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
-                  canary: bytes | None) -> list[Finding]:
-    """What one repository of the work image holds beyond HEAD (errors where the workspace
-    sees it, warnings elsewhere in the image)."""
+                  canary: bytes | None, hidden: dict[str, Path] | None = None
+                  ) -> list[Finding]:
+    """What one repository of the work image holds beyond HEAD, and any hidden file in any
+    of its objects (`hidden`: git blob id → the task's file; errors where the workspace sees
+    it, warnings elsewhere in the image)."""
     where = task.dir / "environment" / "Dockerfile"
     cwd = posixpath.normpath(task.environment.cwd)
     level = severity(image_path, cwd)
@@ -298,6 +312,7 @@ def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
             return [_cannot(where, image_path, "is a git repository this machine's git cannot "
                             f"read ({why[:200]})", cwd)]
         holds = bool(canary) and _objects_hold(git, copy, repo, canary or b"")
+        leaked = sorted(_blobs(git, copy, repo) & hidden.keys()) if hidden else []
     except subprocess.TimeoutExpired:
         return [_cannot(where, image_path, f"took git over {GIT_TIMEOUT} s to read", cwd)]
     except (OSError, subprocess.SubprocessError) as exc:
@@ -319,6 +334,12 @@ def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
                            "objects can show the solution; ship a fresh repository with only "
                            "HEAD's history (git clone --single-branch, no reflog, git gc "
                            "--prune=now)", level))
+    for blob in leaked:
+        out.append(Finding(hidden[blob] if hidden else where, None, "integrity-leak",
+                           f"this file's content is a git object of {image_path} in the work "
+                           f"image (git cat-file -p {blob[:12]} prints it; the history HEAD "
+                           "reaches counts too): ship the workspace's history without it "
+                           "(a fresh repository, or git filter-repo)", level))
     if holds:
         out.append(Finding(where, None, "integrity-canary",
                            f"the canary string is in a git object of {image_path} in "
@@ -327,8 +348,10 @@ def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
     return out
 
 
-def git_findings(copy: GitCopy, task: Task, canary: bytes | None) -> list[Finding]:
-    """The findings of every repository of the work image: those copied, read with git;
+def git_findings(copy: GitCopy, task: Task, canary: bytes | None,
+                 hidden: dict[str, Path] | None = None) -> list[Finding]:
+    """The findings of every repository of the work image (`hidden`: git blob id → the
+    task's hidden file, sought in every object): those copied, read with git;
     those not copied whole, and gitfiles (`.git` naming a folder elsewhere), as repositories
     that cannot be checked."""
     where = task.dir / "environment" / "Dockerfile"
@@ -348,4 +371,5 @@ def git_findings(copy: GitCopy, task: Task, canary: bytes | None) -> list[Findin
         return out + [Finding(where, None, "integrity-git", f"{repos[0]} is a git repository in "
                               "the work image and git is not installed here to inspect it",
                               "warning")]
-    return out + [f for repo in repos for f in repo_findings(git, copy, repo, task, canary)]
+    return out + [f for repo in repos
+                  for f in repo_findings(git, copy, repo, task, canary, hidden)]

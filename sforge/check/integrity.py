@@ -1,16 +1,18 @@
 """`sforge check --integrity`: prove, with each task's built images, that grading cannot be
-fooled. Four checks, each a function: leaks into the work image (sforge.check.leaks), the
+fooled. Five checks, each a function: leaks into the work image (sforge.check.leaks), the
 no-op submission scores the floor, the declared reference scores full marks (the same verdict
-on each of `--repeat` runs), and cheat probes (sforge.check.probes) are graded as the judge
-decides, never at the probe's own score. Every archive goes through the normal grading
-function (one eval key each, cached like any eval); only the leak check runs after
-`sforge build`, as warnings: it needs no judge run.
+on each of `--repeat` runs), cheat probes (sforge.check.probes) are graded as the judge
+decides, never at the probe's own score, and the judge image's PATH holds no folder the
+submission writes. Every archive goes through the normal grading function (one eval key each,
+cached like any eval); only the leak check runs after `sforge build`, as warnings: it needs
+no judge run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,6 +43,7 @@ from sforge.core.errors import InfrastructureError, SforgeError
 from sforge.grading.archive import filter_submission
 from sforge.grading.contract import archive_limits
 from sforge.grading.results import EvalResult
+from sforge.grading.selection import Selection, under
 from sforge.plan.pipeline import Pipeline
 from sforge.workflow.targets import grade
 
@@ -79,6 +82,36 @@ def check_leaks(pipe: Pipeline, task: Task, keep: Keep | None = None) -> list[Fi
     (`keep`: sforge.check.leaks.leak_findings)."""
     return leak_findings(shared_engine(), task, pipe.refs[task.id]["work"].tag,
                          pipe.bench.canary, pipe.bench.root / "benchmark.toml", keep)
+
+
+def path_findings(task: Task, env: list[str] | None) -> list[Finding]:
+    """The judge image's PATH (`env`: its configured environment) holds no folder a
+    submission can write: a relative entry, or one in cwd that [submission] paths reach.
+    Every command the grader starts by name is looked up there first."""
+    dockerfile = task.dir / "judge" / "Dockerfile"
+    cwd = posixpath.normpath(task.environment.cwd)
+    value = next((v.partition("=")[2] for v in env or () if v.startswith("PATH=")), None)
+    selection, out = Selection(task.submission), []
+    seen: set[str] = set()
+    for entry in value.split(":") if value is not None else ():
+        full = posixpath.normpath(posixpath.join(cwd, entry))
+        if not under(full, cwd) or full in seen:
+            continue
+        seen.add(full)
+        rel = posixpath.relpath(full, cwd)
+        lands = [f"{rel}/sh" if rel != "." else "sh"] + [
+            q for p in task.submission.paths
+            if (q := posixpath.normpath(p.strip())) != rel and under(q, rel)]
+        if all(selection.reason(q) is not None for q in lands):
+            continue  # no submitted file ever lands there
+        what = f"'{entry}', relative to cwd" if not entry.startswith("/") else f"{entry}"
+        out.append(Finding(dockerfile, None, "integrity-path",
+                           f"the judge image's PATH holds {what}, where the submission is "
+                           f"extracted: a submitted {posixpath.join(rel, 'sh')} or "
+                           f"{posixpath.join(rel, 'python')} runs instead of the system's "
+                           "for every command the grader starts by name; keep PATH to "
+                           "folders outside cwd (or outside [submission] paths)"))
+    return out
 
 
 def check_noop(pipe: Pipeline, task: Task, noop: IO[bytes],
@@ -188,7 +221,7 @@ def check_probes(pipe: Pipeline, task: Task, dirs: set[str],
 
 
 def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
-    """All four checks for one task whose images are built."""
+    """All five checks for one task whose images are built."""
     workspace = Workspace(task.environment.cwd, task.submission)
     found = check_leaks(pipe, task, workspace.take)  # one export: leaks and the no-op
     if workspace.pending:  # hard links in cwd to files not packed: their bytes, read again
@@ -213,6 +246,7 @@ def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     with workspace.archive() as noop:
         found += check_noop(pipe, task, noop, reference)
     found += check_probes(pipe, task, dirs, reference)
+    found += path_findings(task, shared_engine().image_env(pipe.refs[task.id]["judge"].tag))
     return found
 
 

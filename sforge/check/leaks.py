@@ -41,14 +41,21 @@ class Hidden:
     # file name → (its path under judge/ or solution/, the file): a workspace path that
     # ends with that relative path is the hidden file by name (samples/x.csv is not data/x.csv)
     by_name: dict[str, list[tuple[str, Path]]] = field(default_factory=dict)
+    # git's object id of each file as a blob (sha1 and sha256 repositories alike): a hidden
+    # file committed to a repository of the image, whatever its name there
+    by_git_id: dict[str, Path] = field(default_factory=dict)
 
     def add(self, path: Path, rel: str | None = None) -> None:
         """Remember a hidden file by content (unless tiny) and, given `rel`, by its path."""
         size = path.stat().st_size
         if size < MIN_BYTES:
             return
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
         self.by_hash.setdefault(digest, path)
+        for algorithm in ("sha1", "sha256"):
+            blob = hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
+            self.by_git_id.setdefault(blob, path)
         self.sizes.add(size)
         if rel is not None and path.name not in COMMON_NAMES:
             self.by_name.setdefault(path.name, []).append((rel, path))
@@ -159,7 +166,7 @@ def scan_image(stream: Any, task: Task, canary: str | None, canary_file: Path,
                         sink.close()
         found = repos.repositories()
         out += [f for path, f in in_repos if not any(inside(path, r) for r in found)]
-        out += git_findings(repos, task, needle)
+        out += git_findings(repos, task, needle, hidden.by_git_id)
     return out
 
 

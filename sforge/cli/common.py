@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from sforge.benchmark.submissions import check_source
 from sforge.core.config import RESULTS_HELP
-from sforge.core.errors import SforgeError, UsageError
+from sforge.core.errors import DefinitionError, SforgeError, UsageError
 from sforge.core.units import parse_memory
 
 if TYPE_CHECKING:
@@ -208,6 +208,33 @@ def execution_from(args: argparse.Namespace) -> Execution:
 
     return Execution(jobs=getattr(args, "jobs", 1) or 1, profile=getattr(args, "profile", None),
                      verbose=args.verbose)
+
+
+class BrokenTask(SforgeError):
+    """A task named on the command line whose directory is there but whose files fail to
+    load: a failure of the benchmark (exit 1, as `grade` gives for it), not an unknown id."""
+
+
+def require_task(pipe: Pipeline, task_id: str) -> None:
+    """Return when `task_id` names a task that loaded. A task that failed to load raises
+    BrokenTask with its load error in one line, as `sforge check` says it (file:line:
+    [field] message); an id that names no task directory raises the input error every
+    command gives (with its `sforge list` hint)."""
+    if task_id in pipe.bench.tasks:
+        return
+    for err in pipe.bench.errors:
+        if getattr(err, "task", None) != task_id:
+            continue
+        if isinstance(err, DefinitionError):
+            from sforge.check.toml_positions import locate  # function-level: start-up time
+
+            line = err.line if err.line is not None else locate(err.path, err.field)
+            where = f"{err.path}:{line}" if line is not None else f"{err.path}"
+            reason = f"{where}: " + (f"[{err.field}] " if err.field else "") + err.message
+        else:
+            reason = str(err)
+        raise BrokenTask(f"task {task_id!r} failed to load: {reason}")
+    pipe.bench.require([task_id])
 
 
 def report_broken(pipe: Pipeline) -> int:

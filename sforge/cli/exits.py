@@ -28,9 +28,11 @@ EXIT_CODES = (
 
 
 # Errors of higher layers, by dotted name (importing them would cost every command's start):
-# a run stopped by Ctrl-C or SIGTERM, a run whose model API failed, the judge service.
+# a run stopped by Ctrl-C or SIGTERM, a run whose model API failed, a named task that fails
+# to load, the judge service.
 BY_NAME = {"sforge.runs.signals.Interrupted": "interrupted",
            "sforge.runs.runner.RunFailed": "failed",
+           "sforge.cli.common.BrokenTask": "failed",
            "sforge.service.client.ServiceError": "service"}
 CODES = {"usage": USAGE, "input": INPUT, "infrastructure": INFRASTRUCTURE, "failed": FAILED,
          "interrupted": INTERRUPTED}
@@ -57,6 +59,16 @@ def error_kind(exc: SforgeError) -> str:
 def exit_code(exc: SforgeError) -> int:
     """The exit code of a command that stopped on `exc`."""
     return CODES[error_kind(exc)]
+
+
+def failed_jobs_code(failures: list[BaseException | None]) -> int:
+    """The exit code of a command whose jobs failed, given why each did (None: not known
+    here, the job ran in another process): INFRASTRUCTURE when every one failed on the
+    infrastructure (nothing was decided: retry later), else FAILED."""
+    if failures and all(isinstance(exc, SforgeError) and error_kind(exc) == "infrastructure"
+                        for exc in failures):
+        return INFRASTRUCTURE
+    return FAILED
 
 
 def exit_codes_text() -> str:

@@ -19,6 +19,7 @@ from sforge.cli.common import (
     positive_float,
     print_json,
     report_broken,
+    require_task,
     source_name,
 )
 from sforge.cli.exits import FAILED, OK
@@ -35,8 +36,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from sforge.commands.evals import eval_archive, result_view  # start-up: under no_gc
 
     pipe = pipeline_from(config_from(args))
-    if args.task not in pipe.bench.tasks:
-        report_broken(pipe)
+    require_task(pipe, args.task)  # a broken task: exit 1 with why; an unknown id: exit 3
     out = eval_archive(pipe, args.task, args.archive, args.source, args.timeout,
                        execution_from(args), force=args.force)
     result = out.result
@@ -160,9 +160,11 @@ def add_eval(sub: Subcommands) -> None:
     p = add_command(
         sub, "eval", cmd_eval, "grade one archive with the task's judge",
         "Grade one .tar/.tar.gz archive in a fresh judge container. The archive is\n"
-        "stored by sha256 under <results>/<bench>/submissions/; an archive already\n"
-        "graded by the same judge and settings is not graded again. Exit 1 when the\n"
-        "verdict is INVALID.",
+        "stored by sha256 under <results>/<bench>/submissions/<source>/<task>/, and\n"
+        "`sforge report` ranks it on the leaderboard as its source (--source, default\n"
+        "manual; with --timeout it is an experiment, ranked nowhere). An archive\n"
+        "already graded by the same judge and settings is not graded again. Exit 1\n"
+        "when the verdict is INVALID, or the task fails to load.",
         examples=["sforge eval -t knapsack -a sub.tar.gz",
                   "tar -cz -C ws . | sforge eval -t knapsack -a - --json | jq .rescaled",
                   "sforge eval -t knapsack -a sub.tar.gz --timeout 60   # an experiment"])

@@ -52,7 +52,7 @@ def cmd_list(args: argparse.Namespace) -> int:
               " ([leaderboard] exclude_status in benchmark.toml)")
     for name, ref in pipe.bases.items():
         print(f"  base {name}: {ref.tag}")
-    table = [{"id": r["id"], "name": r["name"], "base": r["base"],
+    table = [{"id": r["id"], "name": r["name"], "base": r["base"] or "-",
               "metadata": ", ".join(f"{k}={v}" for k, v in sorted(r["metadata"].items())
                                     if isinstance(v, str | int | float)),
               "ranked": "yes" if r["ranked"] else

@@ -28,13 +28,13 @@ from sforge.cli.common import (
     positive_int,
     print_json,
 )
-from sforge.cli.exits import FAILED, INTERRUPTED, OK
+from sforge.cli.exits import INTERRUPTED, OK, failed_jobs_code
 from sforge.core.clock import now_iso
 from sforge.core.console import say
 from sforge.core.errors import SforgeError, UsageError
 from sforge.core.fileio import atomic_write_json, read_json
 from sforge.runs import COMMANDS
-from sforge.runs.spec import RunSpec, check_run_id, spec_path
+from sforge.runs.spec import RunSpec, check_run_id, run_record, spec_path
 from sforge.scores.run_listing import list_runs, record_state, shorten_error
 
 if TYPE_CHECKING:
@@ -58,7 +58,9 @@ which forwards to that one API and nothing else. Without the key a run is refuse
 Anthropic- or OpenAI-compatible server, a company gateway): the proxy, on this host, then
 forwards there only, adding the key if it is set. A run whose model calls all fail (5 in a
 row, none ever succeeding: run_model_failures in config.yaml) stops at once, is recorded as
-failed with the API's status and message, and the command exits 1.
+failed with the API's status and message, and the command exits 1. A run stopped by the
+Docker daemon or the judge service (unreachable) is recorded as failed with that error, and
+the command exits 4 (infrastructure: run it again later) when that is why every run failed.
 """
 
 
@@ -105,7 +107,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sforge.runs.agents import load_agent  # function-level: buys start-up time
     from sforge.runs.service import started_service
     from sforge.runs.signals import STOP, install_signal_handlers
-    from sforge.runs.targets import run_targets
+    from sforge.runs.targets import job_failure, run_targets
 
     if not args.task:
         raise UsageError("run: give at least one --task ID")
@@ -142,10 +144,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         with started_service(pipe, port=port) as svc:
             say(f"judge service at {svc.url}")
             ok = _make(args, config, pipe, replace(spec, service=svc.url), missing)
-    code = _print_runs(pipe, spec.id, args)
+    _print_runs(pipe, spec.id, args)
     if STOP.is_set():  # Ctrl-C or SIGTERM: the runs are interrupted, not failed
         return INTERRUPTED
-    return OK if ok else (code or FAILED)
+    if ok:
+        return OK
+    return failed_jobs_code([job_failure(spec.id, task, repeat)
+                             for task in spec.tasks for repeat in range(spec.repeats)
+                             if not run_record(pipe.layout.root, spec.id, task, repeat).exists()])
 
 
 def _make(args: argparse.Namespace, config: dict[str, Any], pipe: Pipeline, spec: RunSpec,

@@ -47,9 +47,9 @@ def task_state(states: dict[str, str]) -> str:
 
 
 def task_rows(pipe: Pipeline, ids: list[str] | None) -> tuple[list[dict[str, Any]], Presence]:
-    """One row per selected task: id, name, base, metadata, tags, what a build would do
-    (the planner's decision per image: built, record, build, or unknown without a daemon)
-    and whether the leaderboard ranks it."""
+    """One row per selected task: id, name, base (None for a task on no base), metadata,
+    tags, what a build would do (the planner's decision per image: built, record, build,
+    or unknown without a daemon) and whether the leaderboard ranks it."""
     refs = pipe.images(ids)
     found = presence(pipe, refs, tolerate_daemon=True)
     decided = {d.ref: _STATE[d.action] for d in plan_images(pipe, refs, found)}
@@ -60,7 +60,7 @@ def task_rows(pipe: Pipeline, ids: list[str] | None) -> tuple[list[dict[str, Any
         images = {k: r for k, r in (("base", base), ("work", tr["work"]),
                                     ("judge", tr["judge"])) if r}
         states = {k: decided[r] if found.known else "unknown" for k, r in images.items()}
-        rows.append({"id": task.id, "name": task.name, "base": task.environment.base or "-",
+        rows.append({"id": task.id, "name": task.name, "base": task.environment.base or None,
                      "metadata": dict(task.metadata), "work": tr["work"].tag,
                      "judge": tr["judge"].tag, "state": task_state(states),
                      "images": states, "ranked": not pipe.bench.excluded(task)})

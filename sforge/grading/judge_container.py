@@ -66,16 +66,20 @@ def lockdown(limits: ContainerLimits) -> dict[str, Any]:
 # invalid too: an accepted ambiguity, documented.
 SETUP_FAILED_EXIT = 222
 
+# sforge's own steps look commands up in the system's folders alone: the image's PATH may
+# hold a folder the submission writes (cwd/bin, node_modules/.bin), and a planted `rm` or
+# `head` there must never run as sforge's step. [judge] cmd gets the image's PATH back.
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # Runs before [judge] cmd ("$1"), after the submission is in place: nothing the image or the
 # submission planted at /opt/sforge (a result.json file, directory or symlink, or /opt/sforge
 # itself as a symlink or file) survives, so only what runs after this can write the result.
 _CLEAR = (
-    f'd={RESULT_DIR}; '
+    f'p=$PATH; PATH={SYSTEM_PATH}; d={RESULT_DIR}; '
     '{ { [ -d "$d" ] && [ ! -L "$d" ]; } || rm -rf "$d"; } '
     '&& rm -rf "$d/result.json" && mkdir -p "$d" && [ ! -e "$d/result.json" ] '
     f'|| {{ echo "sforge: cannot clear $d/result.json" >&2; exit {SETUP_FAILED_EXIT}; }}; '
 )
-SETUP = _CLEAR + 'exec /bin/sh -c "$1"'
+SETUP = _CLEAR + 'PATH=$p; exec /bin/sh -c "$1"'
 # Where a judge's private out directory (a host directory only sforge reads) is mounted.
 OUT_DIR = "/run/sforge-out"
 # The judge variant that hands result.json out through OUT_DIR: after [judge] cmd exits, what
@@ -84,7 +88,7 @@ OUT_DIR = "/run/sforge-out"
 # the container's, as with exec. The host reads that instead of asking the engine for the file
 # (an archive round trip); whenever `kind` is missing or odd, it asks the engine after all.
 SETUP_COPY_OUT = _CLEAR + (
-    '/bin/sh -c "$1"; c=$?; f=$d/result.json; o=' + OUT_DIR + '; '
+    'PATH=$p /bin/sh -c "$1"; c=$?; f=$d/result.json; o=' + OUT_DIR + '; '
     'if [ -L "$f" ]; then k=symlink; elif [ -d "$f" ]; then k=dir; '
     f'elif [ -f "$f" ]; then k=file; head -c {MAX_RESULT_BYTES + 1} "$f" > "$o/result.json" '
     '|| k=; elif [ -e "$f" ]; then k=other; else k=none; fi; '

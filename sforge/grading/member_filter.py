@@ -477,7 +477,9 @@ class MemberFilter:
 
 
     def wrong_root(self, cwd: str | None) -> str | None:
-        """The common `docker cp ctr:/app -` mistake: everything under one top directory."""
+        """The common `docker cp ctr:/app -` mistake: everything under one top directory.
+        When that left every member refused, the warning says so (they land nowhere);
+        when they were kept, it says where they land."""
         if len(self.tops) != 1:
             return None
         top = next(iter(self.tops))
@@ -485,7 +487,12 @@ class MemberFilter:
             return None
         named_like_cwd = cwd is not None and top == posixpath.basename(cwd.rstrip("/"))
         useless = not self.members and self.unrooted_hits > 0
-        if not (useless or (named_like_cwd and self.sel.everything)):
+        if useless:  # nothing kept, and without the top directory the paths would select
+            return (f"the archive looks wrongly rooted: every member is under '{top}/', so "
+                    f"each was refused (the [submission] paths name files of the working "
+                    f"directory, not of '{top}/'); probably packed from the parent folder: "
+                    f"pack from inside it: tar -C {top} -czf {top}.tar.gz .")
+        if not (named_like_cwd and self.sel.everything):
             return None
         where = posixpath.join(cwd, top) if cwd else f"{top}/"
         return (f"the archive looks wrongly rooted: every member is under '{top}/', so it "

@@ -14,6 +14,9 @@ A run whose model calls all fail (model_health: no key, a wrong one, an API that
 is stopped at once, its workspace not graded (the agent did nothing), and leaves
 attempt-<n>.json with state `failed` and the API's status and message as its error, but not
 run.json: the job fails, and the same command once the API answers starts a fresh attempt.
+
+A run stopped by any other error (the Docker daemon unreachable, the judge service gone)
+leaves attempt-<n>.json with state `failed` and that error, but not run.json, the same way.
 """
 
 from __future__ import annotations
@@ -196,6 +199,36 @@ class _Run:
         attempt = _next_attempt(self.folder)
         if (self.folder / "cancel").exists():  # `sforge runs --cancel` before it started
             return self._cancelled(attempt)
+        try:
+            return self._started(attempt)
+        except Interrupted:  # recorded as interrupted, or not started: never a failure
+            raise
+        except Exception as exc:
+            self._record_failure(attempt, exc)
+            raise
+
+    def _record_failure(self, attempt: int, exc: Exception) -> None:
+        """A job stopped by an error before its attempt was recorded (the Docker daemon
+        unreachable, the judge service gone, ...) leaves attempt-<n>.json with state
+        `failed` and the error, not run.json: `sforge runs` shows it failed with why, and
+        `sforge run` makes it again. The record holds no rounds or scores (what the attempt
+        submitted before the error is not read back). An attempt already recorded
+        (interrupted, or failed by the model API) is kept as it is."""
+        path = attempt_file(self.folder, attempt)
+        if path.exists():
+            return
+        spec, now = self.spec, _iso(_now())
+        with contextlib.suppress(OSError):  # the job's own error is the one to report
+            atomic_write_json(path, {
+                "run": spec.id, "task": self.task.id, "repeat": self.repeat,
+                "attempt": attempt, "agent": spec.agent, "model": self.model,
+                "source": spec.source(self.repeat), "ended_at": now,
+                "timeout_s": spec.timeout_s, "host": socket.gethostname(),
+                "slurm_job": os.environ.get("SLURM_JOB_ID"), "state": "failed",
+                "error": str(exc) or type(exc).__name__, "interrupted": False})
+
+    def _started(self, attempt: int) -> dict[str, Any]:
+        spec, task = self.spec, self.task
         bundle = ensure_bundle(self.agent, Path(spec.script) if spec.script else None)
         eng = engine()
         work = self.pipe.refs[task.id]["work"]

@@ -1,7 +1,7 @@
 """The agent runs under <results>/<bench>/runs/<run>/<task>/<repeat>/ read as table rows: one
 reading of a run folder for `sforge runs` and the report's runs pages (which sit below the run
-machinery, hence here). What a row shows of a run record beyond its state: model tokens, cost
-and why a broken run failed."""
+machinery, hence here). What a row shows of a run record beyond its state: why it stopped, the
+agent's exit code, model tokens, cost and why a broken run failed."""
 
 from __future__ import annotations
 
@@ -117,10 +117,12 @@ def run_row(found: RunFolder) -> dict[str, Any]:
         started = datetime.fromisoformat(record["started_at"])
         elapsed = round((datetime.now(UTC) - started).total_seconds(), 1)
     # stopped_by beside the state: a done run stopped by its timeout, a cancel or a cap
-    # is not one its agent finished
+    # is not one its agent finished; then the agent's last exit code (None: it was stopped,
+    # or never started), so a done run whose agent exited nonzero says so
     return {"run": found.run, "task": found.task, "repeat": found.repeat,
             "state": found.state, "stopped_by": record.get("stopped_by"),
-            "agent": record.get("agent"), "model": record.get("model"),
+            "exit_code": record.get("exit_code"), "agent": record.get("agent"),
+            "model": record.get("model"),
             "best": record.get("best_score"), "rescaled": record.get("best_rescaled"),
             "rounds": record.get("rounds"), **usage_columns(record),
             "elapsed_s": elapsed, "attempts": found.attempts, "error": record.get("error")}

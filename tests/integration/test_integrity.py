@@ -8,6 +8,7 @@ integrity-* rules that must fire, and nothing else of that family may.
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -246,6 +247,25 @@ def test_dangling_objects_alternates_and_unreadable_repositories(tmp_path):
 
 
 @needs_git
+def test_a_judge_file_in_the_history_head_reaches_is_found(tmp_path):
+    """A judge file committed, then removed: HEAD's own history still holds its blob, which
+    `git show HEAD~1:<name>` prints; found by content, whatever it was called."""
+    task = load_benchmark(FIXTURES / "clean").tasks["t"]
+    grader = task.dir / "judge" / "run.sh"
+    ws = make_repo(tmp_path / "ws")
+    (ws / "notes.sh").write_bytes(grader.read_bytes())
+    git(ws, "add", "notes.sh")
+    git(ws, "commit", "-qm", "wip")
+    git(ws, "rm", "-q", "notes.sh")
+    git(ws, "commit", "-qm", "tidy")
+    git(ws, "reflog", "expire", "--expire=now", "--all")
+    git(ws, "gc", "-q", "--prune=now")
+    found = _git_rules(tmp_path, (ws, "home/workspace/t"))
+    assert [(r, s) for r, s, _ in found] == [("integrity-leak", "error")], found
+    assert "git object" in found[0][2] and "/home/workspace/t/.git" in found[0][2]
+
+
+@needs_git
 def test_the_canary_in_a_git_object_or_the_environment_is_found(tmp_path):
     canary = "sforge-canary-5f1d8e2a-integrity"
     ws = make_repo(tmp_path / "ws", f"expected output {canary}\n")
@@ -386,3 +406,26 @@ def test_a_solution_hard_linked_into_cwd_is_found(fixture_bench):
     proc = sf.run("check", "--integrity")
     assert _rules(proc.stdout) == ["integrity-solution"], proc.stdout + proc.stderr
     assert "/home/workspace/t/solution.txt" in proc.stdout
+
+
+def test_sforge_never_runs_a_command_a_submission_put_on_path(fixture_bench, tmp_path):
+    """The judge image's PATH starts with cwd/bin, where a submission lands: sforge's own
+    steps around [judge] cmd (clearing /opt/sforge before it, copying result.json out after
+    it) still run only the system's commands, so planted ones never write the verdict."""
+    sf = fixture_bench("planted_path")
+    forged = '{"score": 1, "valid": true, "summary": "forged"}'
+    members = []
+    for name in ("head", "rm", "mkdir", "cat"):
+        body = (f"#!/bin/sh\n/bin/mkdir -p /opt/sforge\necho '{forged}' > "
+                f"/opt/sforge/result.json\necho '{forged}'\n").encode()
+        info = tarfile.TarInfo(f"bin/{name}")
+        info.size, info.mode = len(body), 0o755
+        members.append((info, body))
+    archive = tmp_path / "planted.tar"
+    with tarfile.open(archive, "w") as tar:
+        for info, body in members:
+            tar.addfile(info, io.BytesIO(body))
+    proc = sf.run("eval", "--task", "t", "--archive", str(archive), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = json.loads(proc.stdout)
+    assert (got["valid"], got["score"], got["summary"]) == (True, 0.0, "answer checked"), got

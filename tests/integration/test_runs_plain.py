@@ -262,6 +262,48 @@ def test_an_agent_printing_without_end_cannot_fill_the_disk(servicebench, tmp_pa
     assert json.loads((folder / "run.json").read_text())["final"]["score"] == 5
 
 
+def test_a_run_with_the_daemon_down_is_failed_and_retried(servicebench, tmp_path):
+    """The images built, the Docker daemon unreachable when the run job starts: exit 4
+    (infrastructure), and `sforge runs` shows the run failed with why (not pending); the
+    same command with the daemon up makes it, as a second attempt."""
+    servicebench.run("build", "--task", "quick", check=True)
+    script = tmp_path / "down.sh"
+    script.write_text("echo 4 > answer.txt\n")
+    args = ("run", "--agent", "script", "--script", str(script), "--task", "quick",
+            "--run-id", "down", "--timeout", "60")
+    proc = servicebench.run(*args, env={"DOCKER_HOST": f"unix://{tmp_path}/nonexistent.sock"})
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "Docker daemon" in proc.stderr, proc.stderr
+    folder = servicebench.results / servicebench.name / "runs" / "down" / "quick" / "0"
+    assert not (folder / "run.json").exists()
+    rows = json.loads(servicebench.run("runs", "--run", "down", "--json", check=True).stdout)
+    [row] = rows["runs"]
+    assert row["state"] == "failed" and "Docker daemon" in row["error"], row
+    table = servicebench.run("runs", "--run", "down", check=True).stdout
+    assert "failed" in table and "pending" not in table, table
+    again = servicebench.run(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    [row] = json.loads(servicebench.run("runs", "--run", "down", "--json",
+                                        check=True).stdout)["runs"]
+    assert row["state"] == "done" and row["attempts"] == 2 and row["best"] == 4, row
+
+
+def test_runs_shows_the_agents_exit_code(servicebench, tmp_path):
+    """A script agent that ends `exit 7`: the run is done (its workspace graded), and
+    `sforge runs` shows the exit code beside why it stopped, in the table and in --json."""
+    script = tmp_path / "seven.sh"
+    script.write_text("echo 4 > answer.txt\necho boom >&2\nexit 7\n")
+    servicebench.run("run", "--agent", "script", "--script", str(script), "--task", "quick",
+                     "--run-id", "x7", "--timeout", "60", check=True)
+    [row] = json.loads(servicebench.run("runs", "--run", "x7", "--json",
+                                        check=True).stdout)["runs"]
+    assert (row["state"], row["stopped_by"], row["exit_code"]) == ("done", "agent", 7), row
+    header, _, line = servicebench.run("runs", "--run", "x7", check=True).stdout.splitlines()
+    names, cells = header.split(), line.split()
+    assert names[names.index("stopped_by") + 1] == "exit_code", header
+    assert cells[names.index("exit_code")] == "7", (header, line)
+
+
 @pytest.mark.parametrize("run_id", ["..", "../..", "*", "r1/../..", ""])
 def test_runs_takes_only_run_ids(tmp_path, run_id):
     """`sforge runs --cancel R` and `sforge runs --run R` refuse what is not a run id: a path or a

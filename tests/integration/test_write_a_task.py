@@ -3,6 +3,7 @@ and its example task passes `sforge check` and grades (real Docker) as the page 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,25 @@ def test_every_schema_field_is_described():
         assert all(f"| `{r.field}` |" in table for r in rows)
 
 
+def test_the_guide_says_where_evals_archives_go():
+    """An archive given to `sforge eval` is kept under the results' submissions/ and ranked
+    by `sforge report` as source `manual` (eval's --source default): the guide says so where
+    it first grades one, and how to grade one that stays off the leaderboard."""
+    from sforge.benchmark.layout import Layout
+    from sforge.cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    default = commands.choices["eval"].get_default("source")
+    layout = Layout.for_benchmark("results", "mybench")
+    guide = schema_doc.DOC.read_text()
+    first = guide[guide.index("$ sforge -b mybench eval"):guide.index("\n## task.toml")]
+    assert f"`{layout.store}/{default}/reverse_lines/" in first, first
+    assert f"source `{default}`" in first, first
+    assert "--timeout" in first and f"`{layout.experiments}/`" in first, first
+    tests = guide[guide.index("## Test a task"):]
+    assert f"source `{default}`" in tests, tests
+
+
 def test_the_example_task_passes_check(tmp_path: Path):
     """A minimal correct task (no NOTES.md, no status or version) in a benchmark of its own."""
     shutil.copytree(EXAMPLE, tmp_path / "mybench")
@@ -68,6 +88,23 @@ def test_the_example_task_grades_as_the_guide_says(tmp_path: Path, docker_client
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "reverse_lines: valid score=1.0 rescaled=100.00  4/4 cases" in proc.stdout
         # results beside the benchmark folder, as the guide says
-        assert list((tmp_path / "results" / name / "evals" / "reverse_lines").glob("*.json"))
+        results = tmp_path / "results" / name
+        assert list((results / "evals" / "reverse_lines").glob("*.json"))
+        # the archive kept where the guide says, ranked by the report as source manual; one
+        # graded with --timeout (an experiment) is kept apart and ranked nowhere
+        assert len(list((results / "submissions" / "manual" / "reverse_lines")
+                        .glob("*.tar.gz"))) == 1
+        (tmp_path / "other.py").write_text("print('hi')\n")
+        with tarfile.open(tmp_path / "wrong.tar.gz", "w:gz") as tar:
+            tar.add(tmp_path / "other.py", "solve.py")
+        proc = _sforge("-b", "mybench", "eval", "--task", "reverse_lines", "--archive",
+                       "wrong.tar.gz", "--timeout", "60", "--source", "trial", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert len(list((results / "experiments" / "trial" / "reverse_lines")
+                        .glob("*.tar.gz"))) == 1
+        proc = _sforge("-b", "mybench", "report", "--json", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        board = json.loads(proc.stdout)["leaderboard"]
+        assert [(r["source"], r["score"]) for r in board] == [("manual", 100.0)], board
     finally:
         remove_images(docker_client, name)

@@ -441,6 +441,20 @@ def test_wrongly_rooted_archive_is_said(tmp_path: Path, paths, names, warn) -> N
             assert "wrongly rooted" in filtered.warnings[0] and "'app/'" in filtered.warnings[0]
 
 
+def test_a_wrongly_rooted_archive_refused_lands_nowhere(tmp_path: Path) -> None:
+    """Everything under 'sub/' and so refused by the [submission] paths: the warning says
+    the members were refused because of that folder and how to pack from inside it; it
+    never says they land somewhere."""
+    path = make_tar(tmp_path / "nested.tar", d("sub"), reg("sub/solve.py"))
+    with filter_submission(path, SubmissionRules(paths=("solve.py",)),
+                           cwd="/work") as filtered:
+        [warning] = filtered.warnings
+        assert "lands in" not in warning and "/work/sub" not in warning, warning
+        assert "every member is under 'sub/'" in warning and "refused" in warning, warning
+        assert "pack from inside it: tar -C sub -czf" in warning, warning
+        assert filtered.rejected, filtered.rejected
+
+
 def test_long_and_non_utf8_names_survive(tmp_path: Path) -> None:
     long = "d/" + "/".join(["n" * 250] * 4)
     odd = b"caf\xe9".decode("utf-8", "surrogateescape")

@@ -4,6 +4,7 @@ plan and list words, warnings for an empty tasks/ and for statuses the leaderboa
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,22 @@ def test_list_json_metadata_is_an_object(scores_bench_dir):
                                 "tags": ["a", "b"], "status": "active"}
     assert task["ranked"] is True
     assert set(task["images"]) == {"work", "judge"}
+
+
+def test_list_json_base_is_null_without_a_base(scores_bench_dir):
+    """A task on no base: null in --json (a script tests for it), "-" in the table; a task
+    on a base: its name in both."""
+    (scores_bench_dir / "bases" / "py").mkdir(parents=True)
+    (scores_bench_dir / "bases" / "py" / "Dockerfile").write_text("FROM scratch\n")
+    toml = scores_bench_dir / "tasks" / "max_task" / "task.toml"
+    toml.write_text(toml.read_text() + '\n[environment]\nbase = "py"\n')
+    proc = sforge("list", "--json", "-b", str(scores_bench_dir))
+    assert proc.returncode == 0, proc.stderr
+    bases = {t["id"]: t["base"] for t in json.loads(proc.stdout)["tasks"]}
+    assert bases["max_task"] == "py" and bases["min_task"] is None, bases
+    table = sforge("list", "-b", str(scores_bench_dir)).stdout
+    assert re.search(r"^min_task +Minimize, min_linear +- +category=alpha ", table, re.M), table
+    assert re.search(r"^max_task +Maximize, linear +py +category=alpha ", table, re.M), table
 
 
 def test_list_says_which_statuses_the_leaderboard_leaves_out(scores_bench_dir):

@@ -44,6 +44,35 @@ def test_check_refuses_an_unknown_task_as_every_command_does(bench, tmp_path):
     assert sforge("check", "-t", "reverse_lines", "-b", str(bench)).returncode == 0
 
 
+def test_eval_of_a_broken_task_says_why_and_fails_as_grade_does(bench, tmp_path):
+    """eval of a task whose task.toml does not load: one line naming the file, its line and
+    the field (as `check` says it), exit 1 as `grade` gives for the same task; an id that
+    names no task directory stays an input error with the hint the other commands give."""
+    res = str(tmp_path / "res")
+    toml = bench / "tasks" / "reverse_lines" / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 60", 'timeout_sec = "60"'))
+    archive = tmp_path / "a.tar.gz"
+    archive.write_bytes(b"")
+    grade = sforge("grade", "-t", "reverse_lines", "-b", str(bench), "--results", res)
+    line = one_line_error(sforge("eval", "-t", "reverse_lines", "-a", str(archive),
+                                 "-b", str(bench), "--results", res), grade.returncode)
+    assert grade.returncode == 1
+    [finding] = [f for f in sforge("check", "-b", str(bench)).stdout.splitlines()
+                 if str(toml) in f]
+    where = finding.split(": definition: ")[0]  # path:line
+    assert line == (f"sforge: error: task 'reverse_lines' failed to load: {where}: "
+                    "[judge.timeout_sec] '60' is not of type 'number'"), (line, finding)
+    proc = sforge("eval", "-t", "reverse_lines", "-a", str(archive), "--json",
+                  "-b", str(bench), "--results", res)
+    assert json.loads(proc.stdout) == {"error": line.removeprefix("sforge: error: "),
+                                       "kind": "failed", "code": 1}
+    unknown = one_line_error(sforge("eval", "-t", "nosuch", "-a", str(archive),
+                                    "-b", str(bench), "--results", res), 3)
+    assert unknown == one_line_error(sforge("plan", "-t", "nosuch", "-b", str(bench),
+                                            "--results", res), 3)
+    assert "unknown task(s): nosuch (see `sforge list" in unknown
+
+
 def test_check_of_a_missing_benchmark_is_an_input_error(tmp_path):
     missing = str(tmp_path / "missing")
     listed = one_line_error(sforge("list", "-b", missing), 3)

@@ -222,6 +222,23 @@ def test_why_a_run_stopped_is_a_column_of_runs_html_and_the_runs_table(root, tmp
     assert list(row)[list(row).index("state") + 1] == "stopped_by"
 
 
+def test_the_agents_exit_code_is_a_column_of_runs_html_and_the_runs_table(root):
+    """A done run whose agent exited nonzero says so beside why it stopped: in `sforge runs`
+    (table and --json, the same rows) and in runs.html, right after "stopped by"."""
+    folder = root / "runs" / "r4" / "min_task" / "1"
+    folder.mkdir(parents=True)
+    (folder / "run.json").write_text(json.dumps({"state": "done", "stopped_by": "agent",
+                                                 "exit_code": 7, "error": None}))
+    [row] = list_runs(root, "r4")
+    assert row["exit_code"] == 7
+    assert list(row)[list(row).index("stopped_by") + 1] == "exit_code"
+    update_run_pages(root, "minibench", environment)
+    index = (root / "report" / "runs.html").read_text()
+    assert re.search(r'<th class="text">stopped by</th>\s*<th>exit</th>', index), index
+    assert re.search(r'<td class="text stopped-by">agent</td>\s*<td class="exit">7</td>',
+                     index), index
+
+
 def test_earlier_attempts_logs_are_linked_from_the_run_page(root):
     folder = root / "runs" / "r1" / "min_task" / "1"
     (folder / "agent-attempt-1.log").write_text("first try\n")

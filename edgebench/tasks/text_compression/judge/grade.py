@@ -7,8 +7,13 @@ as if stored uncompressed; a missing codec.py therefore scores the corpus size, 
 rescale maps to 0.
 
 Isolation: compress and decompress run in separate processes as `nobody`, which cannot
-read /judge; between the two phases the grader kills every `nobody` process and deletes
-every file `nobody` left behind, so decompress() sees nothing but its compressed input.
+read /judge. Between the two phases the grader kills every `nobody` process, removes every
+SysV IPC object (shared memory, semaphore set, message queue) and every file `nobody` left
+behind (POSIX shared memory and message queues are files in /dev/shm and /dev/mqueue), then
+checks that none of it survived: no `nobody` process, no SysV IPC object that was not there
+when the grader started, no path owned by `nobody` anywhere but /proc, /sys and the
+devices in /dev. If anything survived, the result is invalid, never a score, so
+decompress() sees nothing but its compressed input.
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ NOBODY = 65534
 TIME_LIMIT_S = 20.0  # per file and direction
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
        "PYTHONDONTWRITEBYTECODE": "1"}
+# Every folder `nobody` can write in the judge image (POSIX shm and semaphores live in
+# /dev/shm, POSIX message queues in /dev/mqueue); scrub() checks the whole filesystem.
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/dev/mqueue")
+SYSV_IPC = ("shm", "sem", "msg")
 
 
 def write_result(**result: object) -> None:
@@ -65,26 +73,63 @@ def run(direction: str, data: bytes) -> tuple[bytes | None, str]:
     return proc.stdout, ""
 
 
-def scrub() -> None:
-    """Kill every process of `nobody` and delete every file it owns in writable places."""
-    if os.geteuid() != 0:
-        return
+class ScrubError(Exception):
+    """State of `nobody` survived a scrub: decompress() could see more than its input."""
+
+
+def nobody_pids() -> list[int]:
+    """Every process with `nobody` among its real, effective, saved or filesystem uids, except
+    exited single-threaded ones awaiting their parent (such a zombie holds no state)."""
+    pids = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines()
+                          if ":" in line)
+        except OSError:
+            continue
+        if NOBODY not in map(int, fields.get("Uid", "").split()):
+            continue
+        zombie = fields.get("State", "").split()[:1] == ["Z"]
+        if zombie and fields.get("Threads", "").strip() == "1":
+            continue
+        pids.append(int(status.parent.name))
+    return pids
+
+
+def kill_nobody() -> None:
     for _ in range(50):
-        pids = []
-        for status in Path("/proc").glob("[0-9]*/status"):
-            try:
-                uid_line = next(x for x in status.read_text().splitlines()
-                                if x.startswith("Uid:"))
-            except (OSError, StopIteration):
-                continue
-            if int(uid_line.split()[1]) == NOBODY:
-                pids.append(int(status.parent.name))
+        pids = nobody_pids()
         if not pids:
-            break
+            return
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.05)
+
+
+def sysv_ipc() -> dict[tuple[str, int], dict[str, str]]:
+    """Every SysV IPC object in the container's IPC namespace: (kind, id) → its columns."""
+    objects = {}
+    for kind in SYSV_IPC:
+        header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+        names = header.split()
+        for row in rows:
+            cols = dict(zip(names, row.split(), strict=False))
+            objects[(kind, int(row.split()[1]))] = cols
+    return objects
+
+
+def remove_sysv_ipc() -> None:
+    """Remove the SysV IPC objects `nobody` owns or created. IPC_RMID needs the owner's or the
+    creator's uid (root lacks CAP_SYS_ADMIN and CAP_IPC_OWNER here), so ipcrm runs as
+    `nobody`; it removes exactly what that uid may remove."""
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        subprocess.run(["/usr/bin/ipcrm", "--all"], env=ENV, capture_output=True,
+                       timeout=TIME_LIMIT_S, **as_nobody())
+    kill_nobody()
+
+
+def remove_files() -> None:
     for top in [*SCRATCH, os.getcwd()]:
         for dirpath, dirnames, filenames in os.walk(top, topdown=True):
             for name in dirnames + filenames:
@@ -97,8 +142,51 @@ def scrub() -> None:
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
                 else:
-                    os.unlink(path)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
             dirnames[:] = [d for d in dirnames if os.path.isdir(os.path.join(dirpath, d))]
+
+
+def nobody_paths(limit: int = 5) -> list[str]:
+    """Up to `limit` paths owned by `nobody`: the whole filesystem but /proc, /sys and /dev,
+    plus the writable folders under /dev."""
+    found: list[str] = []
+    tops = ["/", *(t for t in SCRATCH if t.startswith("/dev/"))]
+    for top in tops:
+        for dirpath, dirnames, filenames in os.walk(top, topdown=True):
+            if dirpath == "/":
+                dirnames[:] = [d for d in dirnames if d not in ("proc", "sys", "dev")]
+            for name in dirnames + filenames:
+                path = os.path.join(dirpath, name)
+                with contextlib.suppress(FileNotFoundError):
+                    if os.lstat(path).st_uid == NOBODY:
+                        found.append(path)
+                        if len(found) >= limit:
+                            return found
+    return found
+
+
+def leftovers(ipc_before: dict[tuple[str, int], dict[str, str]]) -> list[str]:
+    left = [f"process {pid}" for pid in nobody_pids()]
+    left += [f"SysV {kind} {ident} (uid {cols.get('uid')}, creator {cols.get('cuid')})"
+             for (kind, ident), cols in sysv_ipc().items() if (kind, ident) not in ipc_before]
+    left += [f"file {path}" for path in nobody_paths()]
+    return left
+
+
+def scrub(ipc_before: dict[tuple[str, int], dict[str, str]], check: bool = True) -> None:
+    """Kill every process of `nobody`, then remove its SysV IPC objects and every file it owns
+    in writable places. With `check`, raise ScrubError unless no `nobody` process, no SysV
+    IPC object absent from `ipc_before` and no path owned by `nobody` is left."""
+    if os.geteuid() != 0:
+        return
+    kill_nobody()
+    if sysv_ipc().keys() - ipc_before.keys():
+        remove_sysv_ipc()
+    remove_files()
+    if check and (left := leftovers(ipc_before)):
+        raise ScrubError(", ".join(left[:5]) + (f" and {len(left) - 5} more"
+                                                if len(left) > 5 else ""))
 
 
 def main() -> None:
@@ -115,15 +203,21 @@ def main() -> None:
     subprocess.run(["chown", "-R", "root:root", "."], check=False)
     subprocess.run(["chmod", "-R", "a+rX,go-w", "."], check=False)
     names = list(originals)
+    ipc_before = sysv_ipc()
     with ThreadPoolExecutor(parallelism()) as pool:
         packed = dict(zip(names, pool.map(lambda n: run("compress", originals[n]), names),
                           strict=True))
-    scrub()
+    try:
+        scrub(ipc_before)
+    except ScrubError as exc:
+        write_result(valid=False, details=[], metrics={"original_bytes": total_in},
+                     summary=f"state of the compress phase survived the scrub: {exc}")
+        return
     todo = [n for n in names if packed[n][0] is not None]
     with ThreadPoolExecutor(parallelism()) as pool:
         unpacked = dict(zip(todo, pool.map(lambda n: run("decompress", packed[n][0]), todo),
                             strict=True))
-    scrub()
+    scrub(ipc_before, check=False)
     details, total = [], 0
     for name in names:
         original = originals[name]

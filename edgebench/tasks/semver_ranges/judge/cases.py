@@ -1,18 +1,12 @@
-"""Hidden tests for semver_ranges (README.md is the spec). Each case is one test."""
+"""The hidden cases of semver_ranges (README.md is the spec): inputs and expected outcomes.
 
-import importlib
+Root-only in the judge image. The submission's process gets the inputs of each case and
+nothing else (bin/run_cases.py); grade.py compares its answers with these expectations.
+"""
 
-import pytest
-
-
-@pytest.fixture(scope="module")
-def sv():
-    # Imported per test run, not at collection: a broken submission fails every test
-    # instead of aborting the collection.
-    return importlib.import_module("semver")
-
-
-@pytest.mark.parametrize("text, fields", [
+# parse(text) returns a Version with these (major, minor, patch, prerelease, build), and
+# str() of it is `text`.
+PARSE_VALID = [
     ("0.0.0", (0, 0, 0, (), ())),
     ("1.2.3", (1, 2, 3, (), ())),
     ("10.20.30", (10, 20, 30, (), ())),
@@ -23,23 +17,16 @@ def sv():
     ("1.0.0-beta+exp.sha.5114f85", (1, 0, 0, ("beta",), ("exp", "sha", "5114f85"))),
     ("2.0.0+build.007", (2, 0, 0, (), ("build", "007"))),
     ("1.0.0-rc.1a", (1, 0, 0, ("rc", "1a"), ())),
-])
-def test_parse_valid(sv, text, fields):
-    v = sv.parse(text)
-    assert (v.major, v.minor, v.patch, tuple(v.prerelease), tuple(v.build)) == fields
-    assert str(v) == text
+]
 
-
-@pytest.mark.parametrize("text", [
+# parse(text) raises ValueError.
+PARSE_INVALID = [
     "1", "1.2", "1.2.3.4", "01.2.3", "1.02.3", "v1.2.3", " 1.2.3", "1.2.3 ",
     "1.2.3-", "1.2.3-01", "1.2.3-a..b", "1.2.3+", "1.2.3+a_b", "1.2.-3", "",
-])
-def test_parse_invalid(sv, text):
-    with pytest.raises(ValueError):
-        sv.parse(text)
+]
 
-
-@pytest.mark.parametrize("a, b, want", [
+# compare(a, b) == want and compare(b, a) == -want.
+COMPARE = [
     ("1.0.0", "2.0.0", -1),
     ("2.1.0", "2.0.9", 1),
     ("2.1.1", "2.1.1", 0),
@@ -55,18 +42,13 @@ def test_parse_invalid(sv, text):
     ("1.0.0+build.1", "1.0.0+build.2", 0),
     ("1.0.0-2", "1.0.0-10", -1),
     ("1.0.0-a-b", "1.0.0-a", 1),
-])
-def test_compare(sv, a, b, want):
-    assert sv.compare(a, b) == want
-    assert sv.compare(b, a) == -want
+]
 
+# compare(a, b) raises ValueError.
+COMPARE_INVALID = ("1.0", "1.0.0")
 
-def test_compare_invalid(sv):
-    with pytest.raises(ValueError):
-        sv.compare("1.0", "1.0.0")
-
-
-@pytest.mark.parametrize("version, rng, want", [
+# satisfies(version, range) is want (the bool itself).
+SATISFIES = [
     # plain comparators and sets
     ("1.2.3", "1.2.3", True),
     ("1.2.3+meta", "=1.2.3", True),
@@ -119,19 +101,14 @@ def test_compare_invalid(sv):
     ("2.3.99", "1.2.3 - 2.3", True),
     ("2.4.0-0", "1.2.3 - 2.3", False),
     ("1.0.0", "1.2 - 2", False),
-])
-def test_satisfies(sv, version, rng, want):
-    assert sv.satisfies(version, rng) is want
+]
 
-
-@pytest.mark.parametrize("version, rng", [
+# satisfies(version, range) raises ValueError.
+SATISFIES_INVALID = [
     ("1.2.3", ">= 1.2.3"),
     ("1.2.3", "1.x.3"),
     ("1.2.3", "01.2"),
     ("1.2.3", "1.2.3.4"),
     ("1.2.3", "~>1.2"),
     ("1.2", "*"),
-])
-def test_satisfies_invalid(sv, version, rng):
-    with pytest.raises(ValueError):
-        sv.satisfies(version, rng)
+]
