@@ -1,11 +1,11 @@
 """`sforge check --integrity`: prove, with each task's built images, that grading cannot be
-fooled. Five checks, each a function: leaks into the work image (sforge.check.leaks), the
-no-op submission scores the floor, the declared reference scores full marks (the same verdict
-on each of `--repeat` runs), cheat probes (sforge.check.probes) are graded as the judge
-decides, never at the probe's own score, and the judge image's PATH holds no folder the
-submission writes. Every archive goes through the normal grading function (one eval key each,
-cached like any eval); only the leak check runs after `sforge build`, as warnings: it needs
-no judge run.
+fooled. Six checks, each a function: leaks into the work image (sforge.check.leaks), the no-op
+submission scores the floor, the declared reference scores full marks (the same verdict on each
+of `--repeat` runs), cheat probes (sforge.check.probes) are graded as the judge decides, never
+at the probe's own score, the judge image's PATH holds no folder the submission writes, and no
+link of the judge image in cwd leads a submitted file out of cwd (sforge.check.judge_links).
+Every archive goes through the normal grading function (one eval key each, cached like any
+eval); only the leak check runs after `sforge build`, as warnings: it needs no judge run.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from sforge.benchmark.verdicts import (
 from sforge.build.solution import make_reference
 from sforge.check.findings import Finding
 from sforge.check.image_files import exported
+from sforge.check.judge_links import judge_link_findings
 from sforge.check.leaks import Keep, leak_findings
 from sforge.check.probes import FAKE_SCORE, Workspace, probes
 from sforge.check.toml_positions import locate
@@ -221,7 +222,7 @@ def check_probes(pipe: Pipeline, task: Task, dirs: set[str],
 
 
 def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
-    """All five checks for one task whose images are built."""
+    """All six checks for one task whose images are built."""
     workspace = Workspace(task.environment.cwd, task.submission)
     found = check_leaks(pipe, task, workspace.take)  # one export: leaks and the no-op
     if workspace.pending:  # hard links in cwd to files not packed: their bytes, read again
@@ -246,7 +247,9 @@ def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     with workspace.archive() as noop:
         found += check_noop(pipe, task, noop, reference)
     found += check_probes(pipe, task, dirs, reference)
-    found += path_findings(task, shared_engine().image_env(pipe.refs[task.id]["judge"].tag))
+    judge = pipe.refs[task.id]["judge"].tag
+    found += path_findings(task, shared_engine().image_env(judge))
+    found += judge_link_findings(shared_engine(), task, judge)
     return found
 
 
