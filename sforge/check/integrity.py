@@ -249,7 +249,8 @@ def check_task(pipe: Pipeline, task: Task, repeat: int = 0) -> list[Finding]:
     found += check_probes(pipe, task, dirs, reference)
     judge = pipe.refs[task.id]["judge"].tag
     found += path_findings(task, shared_engine().image_env(judge))
-    found += judge_link_findings(shared_engine(), task, judge)
+    found += judge_link_findings(shared_engine(), task, judge,
+                                 pipe.layout.cache / "judge-links")
     return found
 
 

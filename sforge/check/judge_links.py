@@ -10,8 +10,11 @@ started).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import posixpath
 import tarfile
+from pathlib import Path
 from typing import Any
 
 from sforge.benchmark.model import Task
@@ -19,9 +22,11 @@ from sforge.check.findings import Finding
 from sforge.check.image_files import exported
 from sforge.check.streams import member_path
 from sforge.containers.engine import ContainerEngine
+from sforge.core.fileio import atomic_write_json, read_json
 from sforge.grading.selection import Selection, under
 
 MAX_HOPS = 40  # as the kernel's ELOOP bound
+VERSION = "1"  # of what the cache holds
 
 
 def resolve(path: str, links: dict[str, str]) -> str | None:
@@ -53,10 +58,10 @@ def reachable(task: Task, rel: str) -> bool:
     return any(selection.reason(q) is None for q in lands)
 
 
-def link_findings(stream: Any, task: Task) -> list[Finding]:
-    """The judge image's symlinks in cwd through which a submitted file would be written
-    outside cwd, read from `stream` (the image's export, an uncompressed tar stream)."""
-    cwd = posixpath.normpath(task.environment.cwd)
+def escaping_links(stream: Any, cwd: str) -> list[tuple[str, str, str]]:
+    """(path, target, where it leads) of every symlink in `cwd` of the exported image
+    (`stream`: an uncompressed tar stream) that leads to a folder outside cwd."""
+    cwd = posixpath.normpath(cwd)
     links: dict[str, str] = {}
     dirs: set[str] = {"/"}
     with tarfile.open(fileobj=stream, mode="r|") as tar:
@@ -66,15 +71,24 @@ def link_findings(stream: Any, task: Task) -> list[Finding]:
                 links[path] = m.linkname
             elif m.isdir():
                 dirs.add(posixpath.normpath(path))
-    dockerfile = task.dir / "judge" / "Dockerfile"
-    out: list[Finding] = []
+    out = []
     for path, target in sorted(links.items()):
         if not under(path, cwd) or path == cwd:
             continue
-        rel = posixpath.relpath(path, cwd)
         resolved = resolve(path, links)
-        if resolved is None or under(resolved, cwd) or resolved not in dirs:
-            continue  # inside cwd, a file (replaced, never written through), or a loop
+        if resolved is not None and not under(resolved, cwd) and resolved in dirs:
+            out.append((path, target, resolved))  # not a file (replaced), a loop or inside
+    return out
+
+
+def link_findings(escaping: list[tuple[str, str, str]], task: Task) -> list[Finding]:
+    """The findings of the judge image's `escaping` links (escaping_links) that a submitted
+    file can reach."""
+    cwd = posixpath.normpath(task.environment.cwd)
+    dockerfile = task.dir / "judge" / "Dockerfile"
+    out: list[Finding] = []
+    for path, target, resolved in escaping:
+        rel = posixpath.relpath(path, cwd)
         if not reachable(task, rel):
             continue
         out.append(Finding(dockerfile, None, "integrity-link",
@@ -86,10 +100,25 @@ def link_findings(stream: Any, task: Task) -> list[Finding]:
     return out
 
 
-def judge_link_findings(engine: ContainerEngine, task: Task, judge_tag: str) -> list[Finding]:
-    """link_findings of the judge image `judge_tag`, read through the engine's export."""
-    with exported(engine, judge_tag, task.id) as stream:
-        return link_findings(stream, task)
+def judge_link_findings(engine: ContainerEngine, task: Task, judge_tag: str,
+                        cache: Path | None = None) -> list[Finding]:
+    """link_findings of the judge image `judge_tag`, read through the engine's export once
+    per image id and cwd (kept under `cache`: an image id names its content)."""
+    image_id = engine.image_id(judge_tag)
+    key = hashlib.sha256(f"{VERSION}\0{image_id}\0{task.environment.cwd}".encode()
+                         ).hexdigest()[:32]
+    path = cache / f"{key}.json" if cache is not None and image_id else None
+    escaping: list[tuple[str, str, str]] | None = None
+    if path is not None:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            escaping = [(str(a), str(b), str(c)) for a, b, c in read_json(path)]
+    if escaping is None:
+        with exported(engine, judge_tag, task.id) as stream:
+            escaping = escaping_links(stream, task.environment.cwd)
+        if path is not None:
+            with contextlib.suppress(OSError):  # a read-only tree: read again next time
+                atomic_write_json(path, escaping)
+    return link_findings(escaping, task)
 
 
-__all__ = ["judge_link_findings", "link_findings", "resolve"]
+__all__ = ["escaping_links", "judge_link_findings", "link_findings", "resolve"]
