@@ -50,7 +50,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         rescaled = view["rescaled"]
         print(f"{result.task}: {verdict} score={result.score} rescaled="
               f"{'-' if rescaled is None else f'{rescaled:.2f}'}  {result.summary}")
-        if result.reason:
+        if result.reason and result.reason != result.summary:  # said once
             print(f"  reason: {result.reason}")
         for rej in result.rejected:
             print(f"  rejected {rej.path}: {rej.reason}")

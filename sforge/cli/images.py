@@ -46,7 +46,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     from tabulate import tabulate  # function-level: buys start-up time
 
     ranked = sum(r["ranked"] for r in rows)
-    print(f"benchmark {bench.name} ({bench.root}): {len(rows)} task(s), {ranked} ranked")
+    print(f"benchmark {bench.name} ({bench.root}): {len(rows)} task(s), {ranked} ranked"
+          + (f", {len(bench.errors)} broken (errors below)" if bench.errors else ""))
     if bench.exclude_status:
         print(f"  the leaderboard leaves out tasks with status {', '.join(bench.exclude_status)}"
               " ([leaderboard] exclude_status in benchmark.toml)")
@@ -97,6 +98,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f"(only recorded, no build), {len(out.images) - len(out.decisions)} up to date"
           + ("" if out.found.known else
              "; Docker daemon unreachable, so image presence is unknown"))
+    if pipe.bench.errors:
+        print(f"{len(pipe.bench.errors)} broken task(s) not planned (errors below)")
     return 1 if report_broken(pipe) else 0
 
 

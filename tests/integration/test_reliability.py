@@ -83,6 +83,9 @@ def test_bad_submissions_become_their_own_invalid_results(minibench, tmp_path):
     assert proc.returncode == 1, proc.stderr  # an INVALID verdict
     out = json.loads(proc.stdout)
     assert out["valid"] is False and "not a readable tar archive" in out["reason"]
+    # as text: the reason once, on the verdict's line (it is the summary too)
+    text = minibench.run("eval", "--task", "alpha", "--archive", str(bad)).stdout
+    assert text.count("not a readable tar archive") == 1 and "INVALID" in text, text
     assert "8 up to date, 0 graded" in minibench.run("grade", check=True).stdout
 
 

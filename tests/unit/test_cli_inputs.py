@@ -73,6 +73,20 @@ def test_eval_of_a_broken_task_says_why_and_fails_as_grade_does(bench, tmp_path)
     assert "unknown task(s): nosuch (see `sforge list" in unknown
 
 
+def test_list_and_plan_count_a_broken_task_in_their_text(bench, tmp_path):
+    """A task that fails to load is not silently missing from list's and plan's summary:
+    both say how many are broken (the errors follow on stderr) and exit 1."""
+    res = str(tmp_path / "res")
+    toml = bench / "tasks" / "reverse_lines" / "task.toml"
+    toml.write_text(toml.read_text().replace("timeout_sec = 60", 'timeout_sec = "60"'))
+    listed = sforge("list", "-b", str(bench), "--results", res)
+    assert listed.returncode == 1 and "1 broken (errors below)" in listed.stdout.splitlines()[0]
+    assert "is not of type 'number'" in listed.stderr
+    planned = sforge("plan", "-b", str(bench), "--results", res)
+    assert planned.returncode == 1, planned.stderr
+    assert "1 broken task(s) not planned (errors below)" in planned.stdout
+
+
 def test_check_of_a_missing_benchmark_is_an_input_error(tmp_path):
     missing = str(tmp_path / "missing")
     listed = one_line_error(sforge("list", "-b", missing), 3)
