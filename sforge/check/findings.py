@@ -16,6 +16,10 @@ class Finding:
     message: str
     severity: str = "error"  # "error" | "warning"
 
+    def where(self) -> str:
+        """'path:line', or the path alone when no line applies."""
+        return f"{self.file}:{self.line}" if self.line is not None else f"{self.file}"
+
     def to_dict(self) -> dict[str, object]:
         """The finding as --json prints it (file as a string)."""
         return {"file": str(self.file), "line": self.line, "rule": self.rule,
@@ -26,9 +30,8 @@ def format_findings(findings: Iterable[Finding]) -> str:
     """One line per finding: 'path:line: rule: message' (warnings say so at the end)."""
     out = []
     for f in findings:
-        where = f"{f.file}:{f.line}" if f.line is not None else f"{f.file}"
         tail = " (warning)" if f.severity == "warning" else ""
-        out.append(f"{where}: {f.rule}: {f.message}{tail}")
+        out.append(f"{f.where()}: {f.rule}: {f.message}{tail}")
     return "\n".join(out)
 
 

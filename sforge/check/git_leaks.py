@@ -273,15 +273,20 @@ def _cannot(where: Path, image_path: str, why: str, cwd: str) -> Finding:
                    severity(image_path, cwd))
 
 
-def _blobs(git: str, copy: GitCopy, repo: Path) -> set[str]:
-    """The ids of every blob of the repository, reachable or not, loose or packed."""
-    listed = _git(git, copy, repo, "cat-file", "--batch-all-objects",
-                  "--batch-check=%(objectname) %(objecttype)")
-    if listed.returncode != 0:
-        raise CannotCheck("git cannot list its objects ("
-                          f"{(listed.stderr.strip().splitlines() or ['no output'])[-1][:200]})")
-    return {name for name, _, kind in (ln.partition(" ") for ln in listed.stdout.splitlines())
-            if kind == "blob"}
+def _present(git: str, copy: GitCopy, repo: Path, ids: list[str]) -> list[str]:
+    """Which of `ids` are objects of the repository (loose, packed or through an alternate,
+    reachable or not): asked of git by id, so the cost is that of the ids, not the
+    repository's size."""
+    if not ids:
+        return []
+    argv, env = git_command(git, repo, copy.home, "cat-file", "--batch-check")
+    proc = subprocess.run(argv, input="".join(f"{i}\n" for i in ids), capture_output=True,
+                          text=True, timeout=GIT_TIMEOUT, env=env, cwd=copy.home)
+    if proc.returncode != 0:
+        raise CannotCheck("git cannot look its objects up ("
+                          f"{(proc.stderr.strip().splitlines() or ['no output'])[-1][:200]})")
+    return [line.split()[0] for line in proc.stdout.splitlines()
+            if line.split()[1:2] == ["blob"]]
 
 
 def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
@@ -312,7 +317,8 @@ def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
             return [_cannot(where, image_path, "is a git repository this machine's git cannot "
                             f"read ({why[:200]})", cwd)]
         holds = bool(canary) and _objects_hold(git, copy, repo, canary or b"")
-        leaked = sorted(_blobs(git, copy, repo) & hidden.keys()) if hidden else []
+        width = 64 if object_format(repo / "config") == "sha256" else 40
+        leaked = sorted(_present(git, copy, repo, [i for i in hidden or {} if len(i) == width]))
     except subprocess.TimeoutExpired:
         return [_cannot(where, image_path, f"took git over {GIT_TIMEOUT} s to read", cwd)]
     except (OSError, subprocess.SubprocessError) as exc:

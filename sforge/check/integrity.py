@@ -87,31 +87,29 @@ def check_leaks(pipe: Pipeline, task: Task, keep: Keep | None = None) -> list[Fi
 
 def path_findings(task: Task, env: list[str] | None) -> list[Finding]:
     """The judge image's PATH (`env`: its configured environment) holds no folder a
-    submission can write: a relative entry, or one in cwd that [submission] paths reach.
-    Every command the grader starts by name is looked up there first."""
+    submission can write: a relative entry (looked up from wherever the grader is), or a
+    folder in cwd that [submission] paths reach. Every command the grader starts by name is
+    looked up there first."""
     dockerfile = task.dir / "judge" / "Dockerfile"
     cwd = posixpath.normpath(task.environment.cwd)
     value = next((v.partition("=")[2] for v in env or () if v.startswith("PATH=")), None)
-    selection, out = Selection(task.submission), []
-    seen: set[str] = set()
+    selection, out, seen = Selection(task.submission), [], set()
     for entry in value.split(":") if value is not None else ():
         full = posixpath.normpath(posixpath.join(cwd, entry))
-        if not under(full, cwd) or full in seen:
+        if full in seen or (entry.startswith("/") and not under(full, cwd)):
             continue
         seen.add(full)
         rel = posixpath.relpath(full, cwd)
-        lands = [f"{rel}/sh" if rel != "." else "sh"] + [
-            q for p in task.submission.paths
-            if (q := posixpath.normpath(p.strip())) != rel and under(q, rel)]
-        if all(selection.reason(q) is not None for q in lands):
+        if entry.startswith("/") and not selection.reaches("" if rel == "." else rel,
+                                                           direct=True):
             continue  # no submitted file ever lands there
-        what = f"'{entry}', relative to cwd" if not entry.startswith("/") else f"{entry}"
+        what = f"'{entry}', relative to cwd" if not entry.startswith("/") else entry
         out.append(Finding(dockerfile, None, "integrity-path",
-                           f"the judge image's PATH holds {what}, where the submission is "
-                           f"extracted: a submitted {posixpath.join(rel, 'sh')} or "
-                           f"{posixpath.join(rel, 'python')} runs instead of the system's "
-                           "for every command the grader starts by name; keep PATH to "
-                           "folders outside cwd (or outside [submission] paths)"))
+                           f"the judge image's PATH holds {what}: a submitted "
+                           f"{posixpath.join(rel, 'sh')} or {posixpath.join(rel, 'python')} "
+                           "runs instead of the system's for every command the grader "
+                           "starts by name; keep PATH to absolute folders outside cwd (or "
+                           "outside [submission] paths)"))
     return out
 
 

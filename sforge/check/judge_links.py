@@ -30,12 +30,19 @@ VERSION = "1"  # of what the cache holds
 
 
 def resolve(path: str, links: dict[str, str]) -> str | None:
-    """`path` with every symlink of `links` (image path → target) in it followed, as the
-    container would; None for a loop."""
-    parts = [p for p in path.split("/") if p]
+    """`path` with every symlink of `links` (image path → target) followed component by
+    component, as the kernel does (`..` after a link climbs from where the link led);
+    None for a loop."""
+    parts = path.split("/")
     done, hops = "/", 0
     while parts:
-        here = posixpath.join(done, parts.pop(0))
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            done = posixpath.dirname(done)
+            continue
+        here = posixpath.join(done, part)
         target = links.get(here)
         if target is None:
             done = here
@@ -43,19 +50,10 @@ def resolve(path: str, links: dict[str, str]) -> str | None:
         hops += 1
         if hops > MAX_HOPS:
             return None
-        joined = target if target.startswith("/") else posixpath.join(done, target)
-        parts = [p for p in posixpath.normpath(joined).split("/") if p] + parts
-        done = "/"
-    return posixpath.normpath(done)
-
-
-def reachable(task: Task, rel: str) -> bool:
-    """A submitted file can land below cwd-relative `rel` ([submission] paths reach it,
-    exclude leaves it)."""
-    selection = Selection(task.submission)
-    lands = [f"{rel}/x"] + [q for p in task.submission.paths
-                            if (q := posixpath.normpath(p.strip())) != rel and under(q, rel)]
-    return any(selection.reason(q) is None for q in lands)
+        parts = target.split("/") + parts
+        if target.startswith("/"):
+            done = "/"
+    return done
 
 
 def escaping_links(stream: Any, cwd: str) -> list[tuple[str, str, str]]:
@@ -72,6 +70,9 @@ def escaping_links(stream: Any, cwd: str) -> list[tuple[str, str, str]]:
             elif m.isdir():
                 dirs.add(posixpath.normpath(path))
     out = []
+    real_cwd = resolve(cwd, links)
+    if real_cwd is not None and real_cwd != cwd:  # cwd itself a link: everything goes there
+        out.append((cwd, links.get(cwd, real_cwd), real_cwd))
     for path, target in sorted(links.items()):
         if not under(path, cwd) or path == cwd:
             continue
@@ -88,8 +89,14 @@ def link_findings(escaping: list[tuple[str, str, str]], task: Task) -> list[Find
     dockerfile = task.dir / "judge" / "Dockerfile"
     out: list[Finding] = []
     for path, target, resolved in escaping:
+        if path == cwd:  # what lies in the folder it leads to is the grader's to know
+            out.append(Finding(dockerfile, None, "integrity-link",
+                               f"cwd {cwd} is a link in the judge image (to {target}): every "
+                               f"submitted file lands in {resolved}; keep the grader's files "
+                               "out of it, or make cwd a plain folder", "warning"))
+            continue
         rel = posixpath.relpath(path, cwd)
-        if not reachable(task, rel):
+        if not Selection(task.submission).reaches(rel):
             continue
         out.append(Finding(dockerfile, None, "integrity-link",
                            f"the judge image has {path} -> {target} in cwd: a submitted "

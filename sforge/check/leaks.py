@@ -50,11 +50,14 @@ class Hidden:
         size = path.stat().st_size
         if size < MIN_BYTES:
             return
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        self.by_hash.setdefault(digest, path)
-        for algorithm in ("sha1", "sha256"):
-            blob = hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
+        header = b"blob %d\0" % size  # git's object header: its ids hash it first
+        plain, git1, git256 = hashlib.sha256(), hashlib.sha1(header), hashlib.sha256(header)
+        with path.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                for h in (plain, git1, git256):
+                    h.update(chunk)
+        self.by_hash.setdefault(plain.hexdigest(), path)
+        for blob in (git1.hexdigest(), git256.hexdigest()):
             self.by_git_id.setdefault(blob, path)
         self.sizes.add(size)
         if rel is not None and path.name not in COMMON_NAMES:

@@ -197,7 +197,9 @@ def _check_task(task_dir: Path, rules: HouseRules, git: _Git, add) -> None:
 
 # ------------------------------------------------------------------------------ entry
 
-def _definition_finding(exc: Exception, root: Path) -> Finding:
+def definition_finding(exc: Exception, root: Path) -> Finding:
+    """A load error of the benchmark at `root` as a finding: its file, line and field when
+    it names them (the one way `check`, and `eval` of a broken task, say it)."""
     if isinstance(exc, DefinitionError):
         line = exc.line if exc.line is not None else locate(exc.path, exc.field)
         return Finding(exc.path, line, "definition",
@@ -228,10 +230,10 @@ def check_benchmark(root: Path, ids: list[str] | None = None) -> list[Finding]:
     try:
         bench = load_benchmark(root)
     except DefinitionError as exc:
-        return [_definition_finding(exc, root)]
+        return [definition_finding(exc, root)]
     bench.require(ids)
     for err in bench.errors:
-        add(_definition_finding(err, root))
+        add(definition_finding(err, root))
     for task in bench.tasks.values():
         findings += judge_risks(task)
         findings += rescale_missing(task)

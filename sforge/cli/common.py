@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeAlias
 
 from sforge.benchmark.submissions import check_source
 from sforge.core.config import RESULTS_HELP
-from sforge.core.errors import DefinitionError, SforgeError, UsageError
+from sforge.core.errors import SforgeError, UsageError
 from sforge.core.units import parse_memory
 
 if TYPE_CHECKING:
@@ -225,15 +225,10 @@ def require_task(pipe: Pipeline, task_id: str) -> None:
     for err in pipe.bench.errors:
         if getattr(err, "task", None) != task_id:
             continue
-        if isinstance(err, DefinitionError):
-            from sforge.check.toml_positions import locate  # function-level: start-up time
+        from sforge.check.tasks import definition_finding  # function-level: start-up time
 
-            line = err.line if err.line is not None else locate(err.path, err.field)
-            where = f"{err.path}:{line}" if line is not None else f"{err.path}"
-            reason = f"{where}: " + (f"[{err.field}] " if err.field else "") + err.message
-        else:
-            reason = str(err)
-        raise BrokenTask(f"task {task_id!r} failed to load: {reason}")
+        found = definition_finding(err, pipe.bench.root)
+        raise BrokenTask(f"task {task_id!r} failed to load: {found.where()}: {found.message}")
     pipe.bench.require([task_id])
 
 

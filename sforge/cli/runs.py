@@ -60,7 +60,8 @@ forwards there only, adding the key if it is set. A run whose model calls all fa
 row, none ever succeeding: run_model_failures in config.yaml) stops at once, is recorded as
 failed with the API's status and message, and the command exits 1. A run stopped by the
 Docker daemon or the judge service (unreachable) is recorded as failed with that error, and
-the command exits 4 (infrastructure: run it again later) when that is why every run failed.
+the command exits 4 (infrastructure: run it again later) when that is why every run failed
+(known of the jobs it ran itself: under --profile a failed job makes it exit 1).
 """
 
 

@@ -30,9 +30,9 @@ Decisions:
   /opt/sforge itself as a link or file) after extraction, so neither the image nor the archive
   can plant a result. If it cannot, it exits SETUP_FAILED_EXIT and the result is invalid.
   With a local daemon the judge command runs as the setup shell's child instead (not exec),
-  so that shell can copy result.json into the private out directory after it
-  (judge_container.SETUP_COPY_OUT);
-  the exit code is passed on unchanged.
+  so that shell can copy result.json into the private out directory after it; the exit code
+  is passed on unchanged. The setup's own commands come from the system's folders, never a
+  folder the submission writes (judge_container.setup_script).
 * The wall clock starts when `start` returns; on expiry the container is SIGKILLed at once
   (init=True: PID 1 is docker-init, so the whole tree dies) and the result is invalid.
 * A refused archive (over the caps) is an invalid result without any container. So is a
@@ -246,7 +246,9 @@ def _finish(run: JudgeRun, rejected: list, result: Callable[..., EvalResult],
     problem, fields, present = run.read_result()
     memory = run.task.judge.memory
     if exit_code == SETUP_FAILED_EXIT:
-        problem, fields = f"judge setup failed: could not clear {RESULT_PATH}", {}
+        problem, fields = (f"judge setup failed: could not clear {RESULT_PATH}, or no rm, "
+                           "mkdir or head in the image's system folders (the log says "
+                           "which)"), {}
     elif not present:
         problem = (f"killed: out of memory (limit {memory})" if oom else
                    f"no {RESULT_PATH} (judge exited with code {exit_code})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import posixpath
 import shutil
 import threading
 import time
@@ -32,6 +33,7 @@ from sforge.core.units import parse_memory
 from sforge.grading.archive import FilteredArchive
 from sforge.grading.judge_log import LogWriter, write_log
 from sforge.grading.result_json import parse_result
+from sforge.grading.selection import under
 
 log = logging.getLogger(__name__)
 
@@ -66,35 +68,62 @@ def lockdown(limits: ContainerLimits) -> dict[str, Any]:
 # invalid too: an accepted ambiguity, documented.
 SETUP_FAILED_EXIT = 222
 
-# sforge's own steps look commands up in the system's folders alone: the image's PATH may
-# hold a folder the submission writes (cwd/bin, node_modules/.bin), and a planted `rm` or
-# `head` there must never run as sforge's step. [judge] cmd gets the image's PATH back.
-SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
-# Runs before [judge] cmd ("$1"), after the submission is in place: nothing the image or the
-# submission planted at /opt/sforge (a result.json file, directory or symlink, or /opt/sforge
-# itself as a symlink or file) survives, so only what runs after this can write the result.
-_CLEAR = (
-    f'p=$PATH; PATH={SYSTEM_PATH}; d={RESULT_DIR}; '
-    '{ { [ -d "$d" ] && [ ! -L "$d" ]; } || rm -rf "$d"; } '
-    '&& rm -rf "$d/result.json" && mkdir -p "$d" && [ ! -e "$d/result.json" ] '
-    f'|| {{ echo "sforge: cannot clear $d/result.json" >&2; exit {SETUP_FAILED_EXIT}; }}; '
-)
-SETUP = _CLEAR + 'PATH=$p; exec /bin/sh -c "$1"'
+# The folders Docker puts on PATH by default: where sforge's own steps (clearing /opt/sforge
+# before [judge] cmd, copying result.json out after it) look up rm, mkdir and head, never in
+# the image's PATH, which may hold a folder the submission writes (cwd/bin,
+# node_modules/.bin). [judge] cmd gets the image's PATH back.
+DEFAULT_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 # Where a judge's private out directory (a host directory only sforge reads) is mounted.
 OUT_DIR = "/run/sforge-out"
-# The judge variant that hands result.json out through OUT_DIR: after [judge] cmd exits, what
-# sits at RESULT_PATH is described in OUT_DIR/kind (file, symlink, dir, other, none) and, for a
-# regular file, its first MAX_RESULT_BYTES + 1 bytes copied beside it; the judge's exit code is
-# the container's, as with exec. The host reads that instead of asking the engine for the file
-# (an archive round trip); whenever `kind` is missing or odd, it asks the engine after all.
-SETUP_COPY_OUT = _CLEAR + (
-    'PATH=$p /bin/sh -c "$1"; c=$?; f=$d/result.json; o=' + OUT_DIR + '; '
-    'if [ -L "$f" ]; then k=symlink; elif [ -d "$f" ]; then k=dir; '
-    f'elif [ -f "$f" ]; then k=file; head -c {MAX_RESULT_BYTES + 1} "$f" > "$o/result.json" '
-    '|| k=; elif [ -e "$f" ]; then k=other; else k=none; fi; '
-    '[ -n "$k" ] && echo "$k" > "$o/kind"; exit $c'
-)
 
+
+def system_path(cwd: str) -> str:
+    """PATH for sforge's own steps in a container whose submission lands in `cwd`: the
+    default folders but those in cwd (with cwd "/", [submission] paths alone decide what
+    lands where, and `sforge check` warns when they reach a PATH folder)."""
+    cwd = posixpath.normpath(cwd)
+    return ":".join(d for d in DEFAULT_PATH if cwd == "/" or not under(d, cwd))
+
+
+def setup_script(cwd: str, copy_out: bool = False) -> str:
+    """The shell step ("$1": [judge] cmd) every container of a judge image runs, after the
+    submission is in place. Nothing the image or the submission planted at /opt/sforge (a
+    result.json file, directory or symlink, or /opt/sforge itself as a symlink or file)
+    survives it, so only what runs after it can write the result; it exits SETUP_FAILED_EXIT
+    when it cannot clear one, or finds no rm, mkdir or head on system_path. Its variables
+    are named sforge_* so that none of the image's environment is changed for [judge] cmd.
+
+    With `copy_out`, the variant that hands result.json out through OUT_DIR: after [judge]
+    cmd exits, what sits at RESULT_PATH is described in OUT_DIR/kind (file, symlink, dir,
+    other, none) and, for a regular file, its first MAX_RESULT_BYTES + 1 bytes copied beside
+    it; the judge's exit code is the container's, as with exec. The host reads that instead
+    of asking the engine for the file (an archive round trip); whenever `kind` is missing or
+    odd, it asks the engine after all."""
+    path = system_path(cwd)
+    clear = (
+        f'sforge_path=$PATH; PATH={path}; sforge_dir={RESULT_DIR}; '
+        '{ command -v rm && command -v mkdir && command -v head; } >/dev/null '
+        f'|| {{ echo "sforge: the judge image has no rm, mkdir or head in {path}, which '
+        f'sforge\'s setup step needs" >&2; exit {SETUP_FAILED_EXIT}; }}; '
+        '{ { [ -d "$sforge_dir" ] && [ ! -L "$sforge_dir" ]; } || rm -rf "$sforge_dir"; } '
+        '&& rm -rf "$sforge_dir/result.json" && mkdir -p "$sforge_dir" '
+        '&& [ ! -e "$sforge_dir/result.json" ] '
+        '|| { echo "sforge: cannot clear $sforge_dir/result.json" >&2; '
+        f'exit {SETUP_FAILED_EXIT}; }}; '
+    )
+    if not copy_out:
+        return clear + 'PATH=$sforge_path; exec /bin/sh -c "$1"'
+    return clear + (
+        'PATH=$sforge_path /bin/sh -c "$1"; sforge_rc=$?; '
+        f'sforge_file=$sforge_dir/result.json; sforge_out={OUT_DIR}; '
+        'if [ -L "$sforge_file" ]; then sforge_kind=symlink; '
+        'elif [ -d "$sforge_file" ]; then sforge_kind=dir; '
+        'elif [ -f "$sforge_file" ]; then sforge_kind=file; '
+        f'head -c {MAX_RESULT_BYTES + 1} "$sforge_file" > "$sforge_out/result.json" '
+        '|| sforge_kind=; elif [ -e "$sforge_file" ]; then sforge_kind=other; '
+        'else sforge_kind=none; fi; '
+        '[ -n "$sforge_kind" ] && echo "$sforge_kind" > "$sforge_out/kind"; exit $sforge_rc'
+    )
 
 
 def plain_number(value: float) -> str:
@@ -165,10 +194,12 @@ class JudgeRun:
     def create(self) -> None:
         """Create the judge container: setup step, [judge] cmd, deadline label, out directory."""
         deadline = time.time() + self.timeout + DEADLINE_GRACE_S
-        setup, mounts = SETUP, tuple[Mount, ...]()
+        cwd = self.task.environment.cwd
+        setup, mounts = setup_script(cwd), tuple[Mount, ...]()
         if self.copy_out:
             self.out = owner.private_dir()  # 0700: ours alone; swept if we are killed
-            setup, mounts = SETUP_COPY_OUT, (Mount(str(self.out), OUT_DIR, read_only=False),)
+            setup = setup_script(cwd, copy_out=True)
+            mounts = (Mount(str(self.out), OUT_DIR, read_only=False),)
         spec = self.spec(("/bin/sh", "-c", setup, "sforge-judge", self.task.judge.cmd),
                          labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,
                                  KEY_LABEL: self.key},
@@ -186,7 +217,8 @@ class JudgeRun:
             shutil.rmtree(self.out, ignore_errors=True)  # type: ignore[arg-type]
             self.out = None
             self.create_spec(dataclasses.replace(
-                spec, command=("/bin/sh", "-c", SETUP, "sforge-judge", self.task.judge.cmd),
+                spec, command=("/bin/sh", "-c", setup_script(cwd), "sforge-judge",
+                               self.task.judge.cmd),
                 mounts=()))
         return None
 

@@ -7,6 +7,10 @@ import fnmatch
 from sforge.benchmark.model import SubmissionRules
 
 _GLOB_CHARS = frozenset("*?[")
+# Names a submitted file may take where a grader finds it by name (a command on PATH, a file
+# under a folder): what `Selection.reaches` tries beside the paths the task names.
+LIKELY_NAMES = ("sh", "bash", "python", "python3", "node", "perl", "env", "pytest", "make",
+                "data", "file")
 
 
 def ancestors(path: str) -> list[str]:
@@ -51,6 +55,16 @@ class Selection:
             if hit:
                 return f"excluded by {raw!r}"
         return None
+
+    def reaches(self, folder: str, direct: bool = False) -> bool:
+        """Some submitted file can land inside cwd-relative `folder` (with `direct`: right
+        in it, as a command found on PATH there): one of LIKELY_NAMES there, or a path the
+        task names inside it, is selected."""
+        folder = clean_path(folder)
+        inside = [p for p in self.paths if p != folder and under(p, folder)
+                  and (not direct or p.rpartition("/")[0] == folder)]
+        tried = [f"{folder}/{n}" if folder else n for n in LIKELY_NAMES] + inside
+        return any(self.reason(p) is None for p in tried)
 
     def is_parent(self, path: str) -> bool:
         """A directory on the way to a selected path (created by Docker anyway)."""

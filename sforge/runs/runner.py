@@ -32,19 +32,20 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from sforge import __version__
 from sforge.benchmark.games import is_game
-from sforge.benchmark.layout import AGENT_LOG, attempt_file, attempt_files
+from sforge.benchmark.layout import AGENT_LOG, attempt_file
 from sforge.build.image import ensure_local
 from sforge.containers.docker import engine
 from sforge.containers.owner import sweep_stale_containers
 from sforge.core.config import games_settings
 from sforge.core.errors import SforgeError
-from sforge.core.fileio import HeadTail, atomic_write_json
+from sforge.core.fileio import atomic_write_json
 from sforge.grading.contract import container_limits
 from sforge.grading.results import GRADING_CONTRACT
+from sforge.runs.agent_log import CappedLog, keep_log, next_attempt
 from sforge.runs.agents import MOUNT, Agent, load_agent
 from sforge.runs.bundle import MANIFEST, ensure_bundle
 from sforge.runs.container import (
@@ -69,29 +70,6 @@ from sforge.service.client import ServiceClient, ServiceError
 PLACEHOLDER_KEY = "sforge-placeholder-key"  # what the container sees instead of an API key
 FINAL_WAIT_MARGIN_S = 120
 HISTORY_ON_ABORT_S = 5.0  # after a second Ctrl-C: how long the run's history may take
-# agent.log is on the host: what an agent prints past its head is kept only as a tail
-AGENT_LOG_HEAD = 16 << 20
-AGENT_LOG_TAIL = 16 << 20
-
-
-class CappedLog(HeadTail):
-    """The agent's output to agent.log as it comes (people follow it), up to AGENT_LOG_HEAD
-    bytes; past that only the last AGENT_LOG_TAIL bytes, written at close: an agent printing
-    without end cannot fill the host's disk."""
-
-    def __init__(self, fh: BinaryIO):
-        super().__init__(fh, AGENT_LOG_HEAD, AGENT_LOG_TAIL)
-
-    def flush(self) -> None:
-        """Flush what is written so far, so people following agent.log see it."""
-        self.fh.flush()
-
-    def close(self) -> None:
-        """Write the kept tail, if any, and flush; the file stays open for its owner."""
-        self.end()
-        self.fh.flush()
-
-
 class RunFailed(SforgeError):
     """The run's model API failed every call; its attempt is recorded, its target is not."""
 
@@ -102,24 +80,6 @@ def _now() -> datetime:
 
 def _iso(t: datetime) -> str:
     return t.isoformat(timespec="seconds")
-
-
-def _next_attempt(folder: Path) -> int:
-    """One past every attempt the folder knows of: its records and its kept logs (an
-    attempt killed with -9 left a log and no record)."""
-    return 1 + max([0, *(n for kind in ("record", "log") for n, _ in attempt_files(folder, kind))])
-
-
-def _keep_log(log_path: Path, kept: Path) -> bool:
-    """Give agent.log a second name, `kept`, before the agent writes to it: Snakemake
-    removes agent.log (the rule's log) when the next attempt starts, the second name keeps
-    this attempt's output. False where the file system has no hard links."""
-    log_path.touch()
-    try:
-        os.link(log_path, kept)
-    except OSError:
-        return False
-    return True
 
 
 class _Run:
@@ -196,7 +156,7 @@ class _Run:
             raise Interrupted(f"run {spec.id} task {task.id} repeat {self.repeat} not started: "
                               "sforge is stopping")
         self.folder.mkdir(parents=True, exist_ok=True)
-        attempt = _next_attempt(self.folder)
+        attempt = next_attempt(self.folder)
         if (self.folder / "cancel").exists():  # `sforge runs --cancel` before it started
             return self._cancelled(attempt)
         try:
@@ -206,6 +166,14 @@ class _Run:
         except Exception as exc:
             self._record_failure(attempt, exc)
             raise
+
+    def header(self, attempt: int) -> dict[str, Any]:
+        """The fields every record of this (run, task, repeat) attempt starts with."""
+        spec = self.spec
+        return {"run": spec.id, "task": self.task.id, "repeat": self.repeat,
+                "attempt": attempt, "agent": spec.agent, "model": self.model,
+                "source": spec.source(self.repeat), "timeout_s": spec.timeout_s,
+                "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID")}
 
     def _record_failure(self, attempt: int, exc: Exception) -> None:
         """A job stopped by an error before its attempt was recorded (the Docker daemon
@@ -217,15 +185,10 @@ class _Run:
         path = attempt_file(self.folder, attempt)
         if path.exists():
             return
-        spec, now = self.spec, _iso(_now())
         with contextlib.suppress(OSError):  # the job's own error is the one to report
-            atomic_write_json(path, {
-                "run": spec.id, "task": self.task.id, "repeat": self.repeat,
-                "attempt": attempt, "agent": spec.agent, "model": self.model,
-                "source": spec.source(self.repeat), "ended_at": now,
-                "timeout_s": spec.timeout_s, "host": socket.gethostname(),
-                "slurm_job": os.environ.get("SLURM_JOB_ID"), "state": "failed",
-                "error": str(exc) or type(exc).__name__, "interrupted": False})
+            atomic_write_json(path, {**self.header(attempt), "ended_at": _iso(_now()),
+                                     "state": "failed", "error": str(exc) or type(exc).__name__,
+                                     "interrupted": False})
 
     def _started(self, attempt: int) -> dict[str, Any]:
         spec, task = self.spec, self.task
@@ -241,17 +204,12 @@ class _Run:
         transcript = self.folder / "transcript.jsonl"
         route = self.model_route(transcript)
         reference = reference_files(task) if self.agent.reference else None
-        record: dict[str, Any] = {
-            "run": spec.id, "task": task.id, "repeat": self.repeat, "attempt": attempt,
-            "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
-            "started_at": _iso(started), "timeout_s": spec.timeout_s,
-            "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
-            **self.provenance(eng, bundle),
-        }
+        record: dict[str, Any] = {**self.header(attempt), "started_at": _iso(started),
+                                  **self.provenance(eng, bundle)}
         running = self.folder / "running.json"
         atomic_write_json(running, {**record, "pid": os.getpid(), "host": socket.gethostname()})
         kept = attempt_file(self.folder, attempt, "log")
-        linked = _keep_log(log_path, kept)
+        linked = keep_log(log_path, kept)
         finished = False
         try:
             out = self._attempt(record, bundle, eng, started, deadline, log_path,
@@ -270,12 +228,9 @@ class _Run:
     def _cancelled(self, attempt: int) -> dict[str, Any]:
         """The record of a run cancelled before it started: finished (never redone) with
         `stopped_by: cancelled`, no agent started, nothing submitted or graded."""
-        spec, now = self.spec, _iso(_now())
+        now = _iso(_now())
         record: dict[str, Any] = {
-            "run": spec.id, "task": self.task.id, "repeat": self.repeat, "attempt": attempt,
-            "agent": spec.agent, "model": self.model, "source": spec.source(self.repeat),
-            "started_at": now, "ended_at": now, "elapsed_s": 0.0, "timeout_s": spec.timeout_s,
-            "host": socket.gethostname(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
+            **self.header(attempt), "started_at": now, "ended_at": now, "elapsed_s": 0.0,
             "state": "done", "error": None, "stopped_by": "cancelled", "timed_out": False,
             "interrupted": False, "exit_code": None, "resumes": 0, "final": None,
             "usage": None, "tokens": None, "model_calls": None, "log": None,

@@ -16,7 +16,12 @@ from sforge.benchmark.games import server_cmd
 from sforge.benchmark.model import Task
 from sforge.containers import owner
 from sforge.containers.engine import EngineError
-from sforge.grading.judge_container import SETUP, TASK_LABEL, ContainerLimits, JudgeRun
+from sforge.grading.judge_container import (
+    TASK_LABEL,
+    ContainerLimits,
+    JudgeRun,
+    setup_script,
+)
 
 GAME_LABEL = "sforge.game.session"
 
@@ -53,7 +58,8 @@ class GameServer(JudgeRun):
         """Create the session's game container: no network, stdin open, session in its env."""
         base = self.spec(())
         self.create_spec(self.spec(
-            ("/bin/sh", "-c", SETUP, "sforge-game", server_cmd(self.task)),
+            ("/bin/sh", "-c", setup_script(self.task.environment.cwd), "sforge-game",
+             server_cmd(self.task)),
             network="none", stdin=True, keep_output=True,
             env={**base.env, "SFORGE_SESSION": session_id, "SFORGE_SESSION_INDEX": str(index)},
             labels={**owner.labels(), TASK_LABEL: self.task.id, GAME_LABEL: session_id}),

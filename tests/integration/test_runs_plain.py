@@ -247,7 +247,7 @@ def test_timeout_grades_the_final_workspace(servicebench, tmp_path, docker_clien
 def test_an_agent_printing_without_end_cannot_fill_the_disk(servicebench, tmp_path):
     """agent.log is on the host: it keeps the head and the tail of what the agent prints,
     with a line saying how much was cut between, and the run goes on to its record."""
-    from sforge.runs.runner import AGENT_LOG_HEAD, AGENT_LOG_TAIL
+    from sforge.runs.agent_log import AGENT_LOG_HEAD, AGENT_LOG_TAIL
 
     script = tmp_path / "loud.sh"
     script.write_text("echo 5 > answer.txt; echo FIRST; head -c 120000000 /dev/zero | "

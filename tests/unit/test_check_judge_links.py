@@ -30,6 +30,18 @@ def test_links_are_followed_as_the_container_would():
     assert resolve("/lib/x", links) == "/usr/lib/x"
     assert resolve("/home/t/up", {"/home/t/up": "../../etc"}) == "/etc"
     assert resolve("/a/x", links) is None  # a loop
+    # `..` climbs from where a link led, not from the link's own name
+    assert resolve("/w/x", {"/w/x": "lib/../../etc", "/w/lib": "/usr/lib/deep"}) == "/usr/etc"
+
+
+def test_a_cwd_that_is_itself_a_link_is_warned_about():
+    found = escaping_links(image(members=(folder("judge"), folder("home"),
+                                          folder("home/workspace"),
+                                          link("home/workspace/t", "/judge"))),
+                           "/home/workspace/t")
+    [finding] = link_findings(found, replace(fixture_task(),
+                                             submission=SubmissionRules(paths=(".",))))
+    assert finding.severity == "warning" and "lands in /judge" in finding.message
 
 
 def test_a_link_to_a_folder_outside_cwd_is_an_error():

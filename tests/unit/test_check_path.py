@@ -36,7 +36,16 @@ def test_a_folder_in_cwd_or_a_relative_entry_is_an_error():
     assert _found(f"/home/workspace:{SYSTEM}") == []
 
 
+def test_a_relative_entry_is_an_error_whatever_the_paths():
+    [msg] = _found(f"node_modules/.bin:{SYSTEM}", paths=("src",))
+    assert "relative to cwd" in msg
+    assert len(_found(f"../tools:{SYSTEM}", paths=("src",))) == 1
+
+
 def test_a_folder_no_submitted_file_reaches_passes():
     assert _found(f"/home/workspace/t/bin:{SYSTEM}", paths=("src",)) == []
     assert _found(f"/home/workspace/t/bin:{SYSTEM}", exclude=("bin",)) == []
     assert len(_found(f"/home/workspace/t/bin:{SYSTEM}", paths=("bin/tool.py",))) == 1
+    # one command excluded by name: others still land there
+    assert len(_found(f"/home/workspace/t/bin:{SYSTEM}", exclude=("bin/sh",))) == 1
+    assert _found(f"/home/workspace/t/bin:{SYSTEM}", exclude=("bin/*",)) == []
