@@ -920,3 +920,19 @@ def test_a_daemon_that_cannot_bind_the_out_directory_still_grades(client, judges
                   make_archive(reg("result.json", b'{"valid": true, "score": 6}')))
     assert (r.valid, r.score) == (True, 6.0)
     assert engine.archive_reads == 1
+
+
+@docker_test
+def test_setup_without_system_rm_refuses_and_never_runs_a_planted_one(
+        client, judges, make_archive, tmp_path: Path) -> None:
+    """The setup step takes rm, mkdir and head from the system folders only: an image with
+    no rm there gets an invalid verdict whose log names what is missing, and a submitted
+    bin/rm (on the image's PATH) never runs in its place."""
+    planted = b"#!/bin/sh\necho planted-rm-ran >&2\n"
+    archive = make_archive(reg("bin/rm", planted, 0o755))
+    result = grade(client, judges, "no_rm", archive, log_path=tmp_path / "no_rm.log")
+    assert not result.valid and result.exit_code == 222, result
+    assert "no rm, mkdir or head" in (result.reason or "")
+    log = (tmp_path / "no_rm.log").read_text()
+    assert "the judge image has no rm, mkdir or head in /usr/local/sbin:" in log, log
+    assert "planted-rm-ran" not in log

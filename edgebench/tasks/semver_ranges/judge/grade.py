@@ -1,9 +1,14 @@
 #!/usr/bin/python3
 """Grader for `semver_ranges`: check the submitted semver.py on the hidden cases.
 
-score = passed / total (0.0–1.0); details list every case as PASSED or FAILED, named as
-pytest names a parametrized test (test_parse_valid[1.2.3-fields1], ...). A missing or
-broken semver.py fails every case: a valid score of 0.
+score = passed / total (0.0–1.0); details list every case, in the order the cases run, as
+PASSED or FAILED. A case's name shows its call and inputs and nothing else: parse[1.02.3],
+compare[1.0.0 2.0.0], satisfies[3.1.0 | 1.x || >=3.0.0 <4] (unique; a repeated name would
+get " #2", ...). A failure's message says what the submission did ("wrong answer: returned
+False", "wrong answer: raised ValueError: ...", a timeout), never what was expected. The
+cases run in one fixed order, cases.py shuffled with CASE_ORDER_SEED, so neither the names,
+the messages nor the order show which outcome a case expects or which group of cases.py
+it comes from. A missing or broken semver.py fails every case: a valid score of 0.
 
 Trust: the expected outcomes (cases.py) never leave this root process. The submission
 runs as `nobody` in bin/run_cases.py, which gets each case's inputs on stdin and prints
@@ -23,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import selectors
 import shutil
 import signal
@@ -30,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.util import module_from_spec, spec_from_file_location
@@ -43,24 +50,28 @@ CASE_TIMEOUT_S = 10.0
 SUITE_TIMEOUT_S = 240.0  # within task.toml's [judge] timeout_sec = 300
 MAX_REPORT_BYTES = 1 << 20  # answers of one process; honest ones take a few kB
 ANSWER_TIMEOUT = f"Timeout: no answer within {CASE_TIMEOUT_S:g} s"
+CASE_ORDER_SEED = "semver_ranges/1"  # fixes the one order all_cases() runs the cases in
 
 
 def write_result(**result: object) -> None:
+    """Write result.json with the given fields."""
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=1) + "\n")
 
 
-# --- the cases: what run_cases.py calls, and how its answer is judged ----------------------
+# --- the cases: what run_cases.py calls, and whether its answer is right ------------------
 
-Verdict = Callable[[dict], str | None]  # answer → None when the case passes, else why not
+Check = Callable[[dict], bool]  # answer → whether the case passes
 
 
 @dataclass(frozen=True)
 class Case:
+    """One hidden case: its name, the call and inputs run_cases.py gets, and its check."""
+
     name: str
     call: str  # parse, compare or satisfies: see bin/run_cases.py
     args: tuple[str, ...]
-    verdict: Verdict
+    passes: Check
 
 
 def json_form(value: object) -> object:
@@ -74,90 +85,91 @@ def raised(answer: dict) -> str | None:
     return str(err.get("error", "an exception"))[:200] if isinstance(err, dict) else None
 
 
-def expect_value_error(answer: dict, first_call: bool = False) -> str | None:
+def raises_value_error(answer: dict, first_call: bool = False) -> bool:
     """pytest.raises(ValueError) around the call (with `first_call`: compare's first call)."""
     err = answer.get("raised")
     if not isinstance(err, dict) or (first_call and answer.get("returned") != []):
-        return "Failed: DID NOT RAISE <class 'ValueError'>"
-    if err.get("value_error") is not True:
-        return raised(answer)  # any other exception fails the case with itself
-    return None
+        return False
+    return err.get("value_error") is True
 
 
-def expect_parsed(text: str, fields: tuple) -> Verdict:
-    def verdict(answer: dict) -> str | None:
+def parses_as(text: str, fields: tuple) -> Check:
+    """parse(text) returns a version with these fields whose str() is `text`."""
+    def check(answer: dict) -> bool:
+        got = answer.get("returned")
+        return (raised(answer) is None and "inspect_error" not in answer
+                and isinstance(got, dict) and got.get("fields") == json_form(fields)
+                and got.get("str") == text)
+    return check
+
+
+def orders_as(want: int) -> Check:
+    """compare(a, b) == want and compare(b, a) == -want."""
+    def check(answer: dict) -> bool:
+        got = answer.get("returned")
+        return isinstance(got, list) and got[:1] == [want] and got[1:2] == [-want]
+    return check
+
+
+def is_bool(want: bool) -> Check:
+    """satisfies(...) returns the bool `want` itself, not a truthy or falsy value."""
+    def check(answer: dict) -> bool:
+        return raised(answer) is None and answer.get("returned") is want
+    return check
+
+
+def what_it_did(call: str, answer: dict) -> str:
+    """What the submission's call returned or raised, from its answer alone."""
+    got = answer.get("returned")
+    if call == "compare":
+        calls = ("compare(a, b)", "compare(b, a)")
+        done = got if isinstance(got, list) else []
+        parts = [f"{calls[i]} returned {value!r}" for i, value in enumerate(done[:2])]
         if (err := raised(answer)) is not None:
-            return err
-        if "inspect_error" in answer:
-            return str(answer["inspect_error"])[:200]
-        got = answer.get("returned")
-        if not isinstance(got, dict):
-            return "malformed answer"
-        if got.get("fields") != json_form(fields):
-            return f"AssertionError: assert {got.get('fields')!r} == {json_form(fields)!r}"
-        if got.get("str") != text:
-            return f"AssertionError: assert {got.get('str')!r} == {text!r}"
-        return None
-    return verdict
+            parts.append(f"{calls[min(len(done), 1)]} raised {err}")
+        return "; ".join(parts) or f"returned {got!r}"
+    if (err := raised(answer)) is not None:
+        return f"raised {err}"
+    if call == "parse" and "inspect_error" in answer:
+        return f"returned a version whose fields raised {answer['inspect_error']}"
+    if call == "parse" and isinstance(got, dict) and {"fields", "str"} <= got.keys():
+        return f"returned fields {got['fields']!r}, str {got['str']!r}"
+    return f"returned {got!r}"
 
 
-def expect_order(want: int) -> Verdict:
-    def verdict(answer: dict) -> str | None:
-        got = answer.get("returned")
-        if not isinstance(got, list):
-            return "malformed answer"
-        if got[:1] != [want]:  # compare(a, b) == want
-            return (f"AssertionError: assert {got[0]!r} == {want!r}" if got
-                    else raised(answer) or "malformed answer")
-        if got[1:2] != [-want]:  # compare(b, a) == -want
-            return (f"AssertionError: assert {got[1]!r} == {-want!r}" if len(got) > 1
-                    else raised(answer) or "malformed answer")
-        return None
-    return verdict
-
-
-def expect_bool(want: bool) -> Verdict:
-    def verdict(answer: dict) -> str | None:
-        if (err := raised(answer)) is not None:
-            return err
-        got = answer.get("returned")
-        return None if got is want else f"AssertionError: assert {got!r} is {want!r}"
-    return verdict
-
-
-def pytest_id(*values: object, index: int) -> str:
-    """pytest's id of one parametrization: strings and numbers as such, others by position."""
-    return "-".join(f"fields{index}" if isinstance(v, tuple) else str(v) for v in values)
+def case_name(call: str, args: tuple[str, ...]) -> str:
+    """A case's name, from its call and inputs only: compare[1.0.0 2.0.0], satisfies[1.2.3 | ^1]."""
+    return f"{call}[{(' | ' if call == 'satisfies' else ' ').join(args)}]"
 
 
 def all_cases() -> list[Case]:
-    """The cases in cases.py, in its order, with their verdicts."""
+    """The cases of cases.py, uniquely named by case_name(), in the seeded order they run in."""
     spec = spec_from_file_location("semver_cases", JUDGE / "cases.py")
     hidden = module_from_spec(spec)
     spec.loader.exec_module(hidden)
-    out = []
-    for i, (text, fields) in enumerate(hidden.PARSE_VALID):
-        out.append(Case(f"test_parse_valid[{pytest_id(text, fields, index=i)}]", "parse",
-                        (text,), expect_parsed(text, fields)))
-    for text in hidden.PARSE_INVALID:
-        out.append(Case(f"test_parse_invalid[{text}]", "parse", (text,), expect_value_error))
-    for i, (a, b, want) in enumerate(hidden.COMPARE):
-        out.append(Case(f"test_compare[{pytest_id(a, b, want, index=i)}]", "compare", (a, b),
-                        expect_order(want)))
-    out.append(Case("test_compare_invalid", "compare", hidden.COMPARE_INVALID,
-                    lambda answer: expect_value_error(answer, first_call=True)))
-    for i, (version, rng, want) in enumerate(hidden.SATISFIES):
-        out.append(Case(f"test_satisfies[{pytest_id(version, rng, want, index=i)}]",
-                        "satisfies", (version, rng), expect_bool(want)))
-    for i, (version, rng) in enumerate(hidden.SATISFIES_INVALID):
-        out.append(Case(f"test_satisfies_invalid[{pytest_id(version, rng, index=i)}]",
-                        "satisfies", (version, rng), expect_value_error))
+    cases = [("parse", (text,), parses_as(text, fields)) for text, fields in hidden.PARSE_VALID]
+    cases += [("parse", (text,), raises_value_error) for text in hidden.PARSE_INVALID]
+    cases += [("compare", (a, b), orders_as(want)) for a, b, want in hidden.COMPARE]
+    cases.append(("compare", tuple(hidden.COMPARE_INVALID),
+                  lambda answer: raises_value_error(answer, first_call=True)))
+    cases += [("satisfies", (version, rng), is_bool(want))
+              for version, rng, want in hidden.SATISFIES]
+    cases += [("satisfies", (version, rng), raises_value_error)
+              for version, rng in hidden.SATISFIES_INVALID]
+    random.Random(CASE_ORDER_SEED).shuffle(cases)
+    out, seen = [], Counter()
+    for call, args, check in cases:
+        name = case_name(call, args)
+        seen[name] += 1
+        out.append(Case(name if seen[name] == 1 else f"{name} #{seen[name]}", call, args,
+                        check))
     return out
 
 
 # --- running the submission ----------------------------------------------------------------
 
 def nobody_pids() -> list[int]:
+    """Every process with `nobody` among its uids."""
     pids = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
@@ -198,6 +210,7 @@ class Batch:
 
 
 def run_batch(todo: list[tuple[int, Case]], home: Path, suite_end: float) -> Batch:
+    """Run `todo` in one runner process until it answers them all, stops or runs out of time."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
            "PYTHONPATH": os.getcwd(), "PYTHONDONTWRITEBYTECODE": "1"}
     user: dict[str, object] = {}
@@ -310,7 +323,8 @@ def grade(cases: list[Case]) -> list[dict[str, object]]:
         why = failures.get(i)
         if why is None:
             try:
-                why = case.verdict(answers[i])
+                if not case.passes(answers[i]):
+                    why = f"wrong answer: {what_it_did(case.call, answers[i])}"
             except Exception as exc:  # noqa: BLE001  (a malformed answer fails its case)
                 why = f"malformed answer ({type(exc).__name__})"
         entry: dict[str, object] = {"name": case.name,
@@ -323,6 +337,7 @@ def grade(cases: list[Case]) -> list[dict[str, object]]:
 
 
 def main() -> None:
+    """Grade ./semver.py on every case and write result.json."""
     subprocess.run(["chmod", "-R", "a+rX", "."], check=False)  # readable by `nobody`
     details = grade(all_cases())
     passed = sum(d["status"] == "PASSED" for d in details)

@@ -2,9 +2,13 @@
 """Grader for `text_compression`: round-trip every hidden file through the submitted codec.
 
 score = the total size in bytes of the compressed files (lower is better). A file that
-does not round-trip exactly (an error, a timeout, wrong bytes) counts at its original size,
-as if stored uncompressed; a missing codec.py therefore scores the corpus size, which the
-rescale maps to 0.
+does not round-trip exactly (an error, a timeout, wrong bytes, more than output_limit()
+bytes written by either direction) counts at its original size, as if stored uncompressed;
+a missing codec.py therefore scores the corpus size, which the rescale maps to 0.
+
+Output: bin/run_codec.py's stdout carries the returned bytes only (the codec's own prints
+go to stderr). The grader reads at most output_limit() bytes of it, and a runner that
+writes more is killed on the spot, so no codec output can exhaust the grader's memory.
 
 Isolation: compress and decompress run in separate processes as `nobody`, which cannot
 read /judge. Between the two phases the grader kills every `nobody` process, removes every
@@ -13,7 +17,9 @@ behind (POSIX shared memory and message queues are files in /dev/shm and /dev/mq
 checks that none of it survived: no `nobody` process, no SysV IPC object that was not there
 when the grader started, no path owned by `nobody` anywhere but /proc, /sys and the
 devices in /dev. If anything survived, the result is invalid, never a score, so
-decompress() sees nothing but its compressed input.
+decompress() gets its compressed input and none of the state the scrub removes. Kernel
+state the container shares and no unprivileged scrub resets (the page cache) stays a
+channel of a few hundred bytes: NOTES.md, "Known issues".
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -33,6 +40,8 @@ RUNNER = "/judge/bin/run_codec.py"
 RESULT = Path("/opt/sforge/result.json")
 NOBODY = 65534
 TIME_LIMIT_S = 20.0  # per file and direction
+MAX_EXTRA_OUTPUT = 1 << 20  # output_limit(): 4× the original file + this
+MAX_STDERR_TAIL = 4000  # bytes of a runner's stderr kept for its failure message
 ENV = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
        "PYTHONDONTWRITEBYTECODE": "1"}
 # Every folder `nobody` can write in the judge image (POSIX shm and semaphores live in
@@ -42,12 +51,13 @@ SYSV_IPC = ("shm", "sem", "msg")
 
 
 def write_result(**result: object) -> None:
+    """Write result.json with the given fields."""
     RESULT.parent.mkdir(parents=True, exist_ok=True)
     RESULT.write_text(json.dumps(result, indent=1) + "\n")
 
 
 def parallelism() -> int:
-    # SFORGE_CPUS is the container's CPU limit; nproc would report the host's cores.
+    """How many files run at a time: SFORGE_CPUS, the container's CPU limit (not nproc)."""
     try:
         return max(1, int(float(os.environ.get("SFORGE_CPUS", "1"))))
     except ValueError:
@@ -55,22 +65,79 @@ def parallelism() -> int:
 
 
 def as_nobody() -> dict[str, object]:
+    """Popen arguments that run a command as `nobody` (none when the grader is not root)."""
     if os.geteuid() != 0:
         return {}
     return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
 
 
-def run(direction: str, data: bytes) -> tuple[bytes | None, str]:
+def output_limit(original: bytes) -> int:
+    """The most bytes either direction of one file may write to stdout: 4× the original + 1 MiB."""
+    return 4 * len(original) + MAX_EXTRA_OUTPUT
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGKILL the runner's process group and reap the runner."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+
+
+def run(direction: str, data: bytes, limit: int) -> tuple[bytes | None, str]:
+    """The codec's `direction` output for `data`, or None and why (error, timeout, > `limit` B)."""
+    # Past `limit` bytes of stdout the runner is killed at once: at most `limit` + 64 KiB held.
+    proc = subprocess.Popen(["/usr/bin/python3", RUNNER, direction], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+                            start_new_session=True, **as_nobody())
+    deadline = time.monotonic() + TIME_LIMIT_S
+    out, err, sent = bytearray(), b"", 0
+    sel = selectors.DefaultSelector()
     try:
-        proc = subprocess.run(["/usr/bin/python3", RUNNER, direction], input=data,
-                              capture_output=True, timeout=TIME_LIMIT_S, env=ENV,
-                              **as_nobody())
-    except subprocess.TimeoutExpired:
-        return None, f"{direction}: time limit exceeded"
+        os.set_blocking(proc.stdin.fileno(), False)
+        sel.register(proc.stdin, selectors.EVENT_WRITE)
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(proc.stderr, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, f"{direction}: time limit exceeded"
+            for key, _ in sel.select(left):
+                if key.fileobj is proc.stdin:
+                    try:
+                        sent += os.write(key.fd, data[sent:sent + 65536])
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:
+                        sent = len(data)
+                    if sent >= len(data):
+                        sel.unregister(proc.stdin)
+                        proc.stdin.close()
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                elif key.fileobj is proc.stdout:
+                    out += chunk
+                    if len(out) > limit:
+                        return None, f"{direction}: over {limit} bytes of output"
+                else:
+                    err = (err + chunk)[-MAX_STDERR_TAIL:]
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return None, f"{direction}: time limit exceeded"
+    finally:
+        sel.close()
+        stop(proc)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            with contextlib.suppress(OSError):
+                pipe.close()
     if proc.returncode != 0:
-        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [""]
         return None, f"{direction}: exit code {proc.returncode}: {tail[0][:200]}"
-    return proc.stdout, ""
+    return bytes(out), ""
 
 
 class ScrubError(Exception):
@@ -97,6 +164,7 @@ def nobody_pids() -> list[int]:
 
 
 def kill_nobody() -> None:
+    """SIGKILL every process of `nobody` until none is left (at most 50 rounds)."""
     for _ in range(50):
         pids = nobody_pids()
         if not pids:
@@ -130,6 +198,7 @@ def remove_sysv_ipc() -> None:
 
 
 def remove_files() -> None:
+    """Delete every path `nobody` owns in SCRATCH and cwd."""
     for top in [*SCRATCH, os.getcwd()]:
         for dirpath, dirnames, filenames in os.walk(top, topdown=True):
             for name in dirnames + filenames:
@@ -167,6 +236,7 @@ def nobody_paths(limit: int = 5) -> list[str]:
 
 
 def leftovers(ipc_before: dict[tuple[str, int], dict[str, str]]) -> list[str]:
+    """What of `nobody` is left: processes, SysV IPC objects not in `ipc_before`, paths."""
     left = [f"process {pid}" for pid in nobody_pids()]
     left += [f"SysV {kind} {ident} (uid {cols.get('uid')}, creator {cols.get('cuid')})"
              for (kind, ident), cols in sysv_ipc().items() if (kind, ident) not in ipc_before]
@@ -190,6 +260,7 @@ def scrub(ipc_before: dict[tuple[str, int], dict[str, str]], check: bool = True)
 
 
 def main() -> None:
+    """Grade ./codec.py on every file of DATA and write result.json."""
     files = sorted(DATA.iterdir())
     originals = {p.name: p.read_bytes() for p in files}
     total_in = sum(map(len, originals.values()))
@@ -203,10 +274,11 @@ def main() -> None:
     subprocess.run(["chown", "-R", "root:root", "."], check=False)
     subprocess.run(["chmod", "-R", "a+rX,go-w", "."], check=False)
     names = list(originals)
+    limits = {n: output_limit(d) for n, d in originals.items()}
     ipc_before = sysv_ipc()
     with ThreadPoolExecutor(parallelism()) as pool:
-        packed = dict(zip(names, pool.map(lambda n: run("compress", originals[n]), names),
-                          strict=True))
+        packed = dict(zip(names, pool.map(
+            lambda n: run("compress", originals[n], limits[n]), names), strict=True))
     try:
         scrub(ipc_before)
     except ScrubError as exc:
@@ -215,8 +287,8 @@ def main() -> None:
         return
     todo = [n for n in names if packed[n][0] is not None]
     with ThreadPoolExecutor(parallelism()) as pool:
-        unpacked = dict(zip(todo, pool.map(lambda n: run("decompress", packed[n][0]), todo),
-                            strict=True))
+        unpacked = dict(zip(todo, pool.map(
+            lambda n: run("decompress", packed[n][0], limits[n]), todo), strict=True))
     scrub(ipc_before, check=False)
     details, total = [], 0
     for name in names:

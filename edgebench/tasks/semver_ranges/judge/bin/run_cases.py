@@ -29,6 +29,7 @@ MAX_STR = 1000
 
 
 def short(exc: BaseException) -> str:
+    """`Type: first line of the message` of an exception, at most 200 characters."""
     try:
         lines = str(exc).strip().splitlines()
     except Exception:  # noqa: BLE001  (a str() that raises)
@@ -37,6 +38,7 @@ def short(exc: BaseException) -> str:
 
 
 def plain(value: object, depth: int = 0) -> object:
+    """`value` as plain JSON: bool, int, float, str, None, lists; anything else described."""
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -55,6 +57,7 @@ def plain(value: object, depth: int = 0) -> object:
 
 
 def answer(sv, call: str, args: list) -> dict:
+    """What the submission's `call` on `args` returned or raised, as the module doc says."""
     got: list = []
     try:
         if call == "parse":
@@ -78,6 +81,7 @@ def answer(sv, call: str, args: list) -> dict:
 
 
 def main() -> None:
+    """Read the cases from stdin, import semver and send one answer per case."""
     cases = json.loads(sys.stdin.buffer.read())
     sys.stdout.flush()
     report = os.dup(1)  # the answers' channel; fd 1 becomes stderr for the submission
