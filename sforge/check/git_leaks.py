@@ -273,6 +273,11 @@ def _cannot(where: Path, image_path: str, why: str, cwd: str) -> Finding:
                    severity(image_path, cwd))
 
 
+def _last_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """What a failed git command said last (its final stderr line)."""
+    return (proc.stderr.strip().splitlines() or ["no output"])[-1]
+
+
 def _present(git: str, copy: GitCopy, repo: Path, ids: list[str]) -> list[str]:
     """Which of `ids` are objects of the repository (loose, packed or through an alternate,
     reachable or not): asked of git by id, so the cost is that of the ids, not the
@@ -283,8 +288,7 @@ def _present(git: str, copy: GitCopy, repo: Path, ids: list[str]) -> list[str]:
     proc = subprocess.run(argv, input="".join(f"{i}\n" for i in ids), capture_output=True,
                           text=True, timeout=GIT_TIMEOUT, env=env, cwd=copy.home)
     if proc.returncode != 0:
-        raise CannotCheck("git cannot look its objects up ("
-                          f"{(proc.stderr.strip().splitlines() or ['no output'])[-1][:200]})")
+        raise CannotCheck(f"git cannot look its objects up ({_last_line(proc)[:200]})")
     return [line.split()[0] for line in proc.stdout.splitlines()
             if line.split()[1:2] == ["blob"]]
 
@@ -310,7 +314,7 @@ def repo_findings(git: str, copy: GitCopy, image_path: str, task: Task,
         fsck = _git(git, copy, repo, "fsck", "--unreachable", "--no-reflogs", "--no-progress")
         failed = next((p for p in (ahead, fsck) if p.returncode != 0), None)
         if failed is not None:
-            why = (failed.stderr.strip().splitlines() or ["no output"])[-1]
+            why = _last_line(failed)
             links = [p for p in copy.links if inside(p, image_path)]
             if links:
                 why += f"; symlinks inside it are not followed ({sorted(links)[0]})"

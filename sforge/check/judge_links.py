@@ -87,6 +87,7 @@ def link_findings(escaping: list[tuple[str, str, str]], task: Task) -> list[Find
     file can reach."""
     cwd = posixpath.normpath(task.environment.cwd)
     dockerfile = task.dir / "judge" / "Dockerfile"
+    selection = Selection(task.submission)
     out: list[Finding] = []
     for path, target, resolved in escaping:
         if path == cwd:  # what lies in the folder it leads to is the grader's to know
@@ -96,7 +97,7 @@ def link_findings(escaping: list[tuple[str, str, str]], task: Task) -> list[Find
                                "out of it, or make cwd a plain folder", "warning"))
             continue
         rel = posixpath.relpath(path, cwd)
-        if not Selection(task.submission).reaches(rel):
+        if not selection.reaches(rel):
             continue
         out.append(Finding(dockerfile, None, "integrity-link",
                            f"the judge image has {path} -> {target} in cwd: a submitted "

@@ -23,9 +23,9 @@ from sforge.benchmark.dockerfile import (
 from sforge.benchmark.model import Task
 from sforge.check.findings import Finding
 from sforge.check.toml_positions import locate
+from sforge.grading.judge_container import DEFAULT_PATH
 from sforge.grading.selection import Selection
 
-PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 _PYTHON = re.compile(r"^python[0-9.]*$")
 _INTERPRETERS = re.compile(r"^(python[0-9.]*|sh|bash|dash|zsh|ksh|node|nodejs|perl|ruby|php"
                            r"|Rscript|julia|lua[0-9.]*)$")
@@ -135,7 +135,7 @@ def judge_risks(task: Task) -> list[Finding]:
                       and selection.reason(posixpath.relpath(where, cwd)))]
     for raw in task.submission.paths:
         full = _norm(posixpath.join(cwd, raw.strip()))
-        on_path = [d for d in PATH_DIRS if _overlap(full, d)]
+        on_path = [d for d in DEFAULT_PATH if _overlap(full, d)]
         hits = [f"PATH directories {', '.join(on_path)}"] if on_path else []
         hits += [what for where, what in grader if _overlap(full, where)]
         if hits:

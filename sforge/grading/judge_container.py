@@ -194,11 +194,11 @@ class JudgeRun:
     def create(self) -> None:
         """Create the judge container: setup step, [judge] cmd, deadline label, out directory."""
         deadline = time.time() + self.timeout + DEADLINE_GRACE_S
-        cwd = self.task.environment.cwd
-        setup, mounts = setup_script(cwd), tuple[Mount, ...]()
+        plain = setup_script(self.task.environment.cwd)
+        setup, mounts = plain, tuple[Mount, ...]()
         if self.copy_out:
             self.out = owner.private_dir()  # 0700: ours alone; swept if we are killed
-            setup = setup_script(cwd, copy_out=True)
+            setup = setup_script(self.task.environment.cwd, copy_out=True)
             mounts = (Mount(str(self.out), OUT_DIR, read_only=False),)
         spec = self.spec(("/bin/sh", "-c", setup, "sforge-judge", self.task.judge.cmd),
                          labels={**owner.labels(deadline=deadline), TASK_LABEL: self.task.id,
@@ -217,8 +217,7 @@ class JudgeRun:
             shutil.rmtree(self.out, ignore_errors=True)  # type: ignore[arg-type]
             self.out = None
             self.create_spec(dataclasses.replace(
-                spec, command=("/bin/sh", "-c", setup_script(cwd), "sforge-judge",
-                               self.task.judge.cmd),
+                spec, command=("/bin/sh", "-c", plain, "sforge-judge", self.task.judge.cmd),
                 mounts=()))
         return None
 
